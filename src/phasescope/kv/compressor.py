@@ -1,0 +1,43 @@
+"""Builds compressed entries for newly completed windows (parallel forward and decode alike).
+
+Shape legend
+    B batch, Hk KV heads, S buffered tokens, F pooling features, N entries, w window, D head dim.
+
+The caller hands over a feature buffer covering the new tokens plus the last ``w-1`` tokens
+before them (the decode cache keeps exactly those), so every window that completes among
+the new tokens can be gathered from it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from phasescope.kv.config import PAD_END, CompressionConfig, head_entry_ends
+from phasescope.kv.poolers import Pooler
+
+
+def gather_windows(
+    feats: torch.Tensor, buf_start: int, ends: torch.Tensor, window: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """feats [B,Hk,S,F] for positions buf_start.., ends [Hk,N] -> windows [B,Hk,N,w,F], valid [Hk,N,w]."""
+    b, hk, s, f = feats.shape
+    n = ends.shape[1]
+    slot_pos = ends[:, :, None] - window + 1 + torch.arange(window, device=ends.device)  # [Hk,N,w]
+    valid = slot_pos >= 0
+    if (valid & (slot_pos < buf_start)).any():
+        raise RuntimeError("compressor buffer misses tokens of a window; the cache lost pooling state")
+    idx = (slot_pos - buf_start).clamp(0, s - 1).reshape(1, hk, n * window, 1).expand(b, hk, n * window, f)
+    windows = torch.gather(feats, 2, idx).view(b, hk, n, window, f)
+    return windows, valid
+
+
+def new_entries(
+    pooler: Pooler, cfg: CompressionConfig, feats: torch.Tensor, buf_start: int, new_start: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Entries completing at positions new_start .. buf_end-1: (ends [Hk,N], k, v [B,Hk,N,D]), pre-RoPE."""
+    n_kv_heads, buf_end = feats.shape[1], buf_start + feats.shape[2]
+    ends = head_entry_ends(cfg, new_start, buf_end, n_kv_heads).to(feats.device)
+    windows, valid = gather_windows(feats, buf_start, ends, cfg.window)
+    valid |= (ends == PAD_END)[:, :, None]  # padding entries: any finite value, never visible
+    k, v = pooler.pool(windows, valid)
+    return ends, k, v

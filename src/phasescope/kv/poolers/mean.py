@@ -1,0 +1,21 @@
+"""``mean``: plain average of the window's keys and of its values (no parameters)."""
+
+from __future__ import annotations
+
+import torch
+
+from phasescope.kv.poolers.base import Pooler
+
+
+class MeanPooler(Pooler):
+    name = "mean"
+    summary = "average of the window's keys and values; no parameters"
+
+    def pool(self, feats, valid):
+        weights = valid.to(feats.dtype)
+        weights = weights / weights.sum(-1, keepdim=True)
+        pooled = torch.einsum("hnw,bhnwf->bhnf", weights, feats)
+        return self.split_kv(pooled)
+
+    def reference_entry(self, feats, slots, head):
+        return self.split_kv(feats.mean(dim=1))

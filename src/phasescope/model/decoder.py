@@ -1,0 +1,231 @@
+"""A Qwen3-style decoder whose attention layers may compress their KV cache in chunks.
+
+Top to bottom: RMSNorm, RoPE, Attention (GQA + per-head QK-norm + a per-layer compression
+scheme), SwiGLU MLP, Block, Decoder (embedding with optional token-shift input, blocks,
+tied LM head, ``generate`` with a compressed cache).
+
+Shape legend
+    B batch, T new tokens, C model width, V vocabulary,
+    H query heads, Hk KV heads, D head dim, N compressed entries, F pooling features.
+
+Positions are explicit: a call covers positions ``start_pos .. start_pos+T-1``; with a cache,
+``start_pos`` must equal the number of tokens the cache has seen.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from phasescope.kv.attention import KVView, joint_attention
+from phasescope.kv.cache import KVCache, LayerCache, cat_or_new
+from phasescope.kv.compressor import new_entries
+from phasescope.kv.config import CompressionConfig, rope_positions
+from phasescope.kv.poolers import POOLERS
+from phasescope.kv.poolers.channel_gate import upcast
+from phasescope.model.config import ModelConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = upcast(x)
+        return (self.weight * x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+class Rotary(nn.Module):
+    """Qwen3/Llama RoPE (rotate-half layout) at arbitrary integer positions."""
+
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """x [..., P, D] with positions broadcastable to [..., P]."""
+        angles = positions.to(self.inv_freq.device).double()[..., None] * self.inv_freq.double()
+        cos = torch.cat([angles.cos()] * 2, dim=-1).to(x.dtype)
+        sin = torch.cat([angles.sin()] * 2, dim=-1).to(x.dtype)
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    query_block = 128  # queries per block in joint_attention (tests shrink it)
+
+    def __init__(self, cfg: ModelConfig, scheme: CompressionConfig):
+        super().__init__()
+        self.scheme, self.n_heads, self.n_kv_heads, self.head_dim = scheme, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
+        self.rotary = Rotary(cfg.head_dim, cfg.rope_theta) if cfg.rope else None
+        self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if scheme.sink else None
+        self.pooler = (
+            POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim) if scheme.compressed else None
+        )
+
+    def rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x if self.rotary is None else self.rotary(x, positions)
+
+    def project(self, x: torch.Tensor):
+        """x [B,T,C] -> q [B,H,T,D], k, v [B,Hk,T,D], with QK-norm, before RoPE."""
+        b, t, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, t, self.n_heads, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, t, self.n_kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
+        b, t, _ = x.shape
+        positions = torch.arange(start_pos, start_pos + t, device=x.device)
+        q, k, v = self.project(x)
+        feats = self.pooler.features(x, k, v) if self.pooler is not None else None
+        q, k = self.rope(q, positions), self.rope(k, positions)
+        cache = cache if cache is not None else LayerCache()
+        kv = KVView(
+            raw_k=cat_or_new(cache.raw_k, k, 2),
+            raw_v=cat_or_new(cache.raw_v, v, 2),
+            raw_start=start_pos - (0 if cache.raw_k is None else cache.raw_k.shape[2]),
+        )
+        if self.pooler is not None:
+            self._add_entries(kv, cache, feats, start_pos)
+        out = self._attend(q, start_pos, kv)
+        self._keep(cache, kv)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+    def _add_entries(self, kv: KVView, cache: LayerCache, feats: torch.Tensor, start_pos: int) -> None:
+        """Pool windows completed by the new tokens and join them to the cached entries."""
+        buf = cat_or_new(cache.pending, feats, 2)
+        buf_start = start_pos - (0 if cache.pending is None else cache.pending.shape[2])
+        ends, ck, cv = new_entries(self.pooler, self.scheme, buf, buf_start, start_pos)
+        if self.scheme.rope != "none":
+            ck = self.rope(ck, rope_positions(self.scheme, ends))
+        kv.comp_k, kv.comp_v = cat_or_new(cache.comp_k, ck, 2), cat_or_new(cache.comp_v, cv, 2)
+        kv.comp_end = cat_or_new(cache.comp_end, ends, 1)
+        cache.pending = buf[:, :, max(buf.shape[2] - (self.scheme.window - 1), 0) :]
+
+    def _attend(self, q: torch.Tensor, start_pos: int, kv: KVView) -> torch.Tensor:
+        scheme = self.scheme
+        plain_causal = scheme.kind == "full" and self.sink is None and kv.raw_start == start_pos
+        if plain_causal:  # the control: torch's fused kernel
+            return F.scaled_dot_product_attention(q, kv.raw_k, kv.raw_v, is_causal=True, enable_gqa=True)
+        local = None if scheme.kind == "full" else scheme.local
+        strict = scheme.visibility == "strict"
+        return joint_attention(
+            q, start_pos, kv, local=local, strict=strict, sink=self.sink, block=self.query_block
+        )
+
+    def _keep(self, cache: LayerCache, kv: KVView) -> None:
+        """Store what later tokens need: the last L raw keys (all for full layers) and entries."""
+        keep = kv.raw_k.shape[2] if self.scheme.kind == "full" else self.scheme.local
+        start = max(kv.raw_k.shape[2] - keep, 0)
+        cache.raw_k, cache.raw_v = kv.raw_k[:, :, start:], kv.raw_v[:, :, start:]
+        cache.comp_k, cache.comp_v, cache.comp_end = kv.comp_k, kv.comp_v, kv.comp_end
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, scheme: CompressionConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg, scheme)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), start_pos, cache)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.shift = nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.token_shift else None
+        self.blocks = nn.ModuleList([Block(cfg, scheme) for scheme in cfg.layers])
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+    def new_cache(self) -> KVCache:
+        return KVCache.empty(len(self.blocks))
+
+    def embed_tokens(self, input_ids: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        x = self.embed(input_ids)
+        if self.shift is None:
+            return x
+        prev_first = x.new_zeros(x[:, :1].shape) if cache is None or cache.prev_embed is None else cache.prev_embed
+        prev = torch.cat([prev_first, x[:, :-1]], dim=1)
+        if cache is not None:
+            cache.prev_embed = x[:, -1:]
+        return x + self.shift(prev)
+
+    def forward(self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None) -> torch.Tensor:
+        """input_ids [B,T] -> logits [B,T,V] (float32)."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
+        if cache is not None and start_pos != cache.length:
+            raise ValueError(f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match")
+        if input_ids.numel() and int(input_ids.max()) >= self.cfg.vocab_size:
+            raise ValueError(f"token id {int(input_ids.max())} >= vocab_size {self.cfg.vocab_size}")
+        x = self.embed_tokens(input_ids, cache)
+        for i, block in enumerate(self.blocks):
+            x = block(x, start_pos, None if cache is None else cache.layers[i])
+        if cache is not None:
+            cache.length += input_ids.shape[1]
+        return self.lm_head(self.norm(x)).float()
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Prefill the prompt, then decode token by token with the compressed cache.
+
+        Returns [B, max_new_tokens]. temperature 0 = greedy.
+        """
+        cache = self.new_cache()
+        logits = self(input_ids, 0, cache)[:, -1]
+        out = []
+        for _ in range(max_new_tokens):
+            if temperature > 0:
+                probs = torch.softmax(logits / temperature, dim=-1)
+                token = torch.multinomial(probs, 1, generator=generator)
+            else:
+                token = logits.argmax(dim=-1, keepdim=True)
+            out.append(token)
+            logits = self(token, cache.length, cache)[:, -1]
+        return torch.cat(out, dim=1)
