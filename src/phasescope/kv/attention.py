@@ -102,6 +102,8 @@ def _softmax_apply(logits, mask, values, sink):
 
     A query that sees nothing and has no sink gets a zero output instead of NaN.
     """
+    if logits.shape[-1] == 0:  # nothing visible at all: the sink (zero value) or nothing
+        return logits.new_zeros(*logits.shape[:-1], values.shape[-1])
     logits = logits.masked_fill(~mask, float("-inf"))
     top = logits.amax(dim=-1, keepdim=True)
     if sink is not None:

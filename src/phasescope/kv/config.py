@@ -123,7 +123,7 @@ def entry_ends(start: int, stop: int, step: int, align: int) -> torch.Tensor:
     first_end = (align - 1) % step
     lo = max(start, first_end)
     first = lo + (first_end - lo) % step
-    return torch.arange(first, stop, step, dtype=torch.long)
+    return torch.arange(first, max(first, stop), step, dtype=torch.long)
 
 
 def head_entry_ends(cfg: CompressionConfig, start: int, stop: int, n_kv_heads: int) -> torch.Tensor:

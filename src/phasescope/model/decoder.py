@@ -20,7 +20,7 @@ from torch import nn
 
 from phasescope.kv.attention import KVView, joint_attention
 from phasescope.kv.cache import KVCache, LayerCache, cat_or_new
-from phasescope.kv.compressor import new_entries
+from phasescope.kv.compressor import compact_entries, new_entries
 from phasescope.kv.config import CompressionConfig, rope_positions
 from phasescope.kv.poolers import POOLERS
 from phasescope.kv.poolers.channel_gate import upcast
@@ -112,6 +112,8 @@ class Attention(nn.Module):
             ck = self.rope(ck, rope_positions(self.scheme, ends))
         kv.comp_k, kv.comp_v = cat_or_new(cache.comp_k, ck, 2), cat_or_new(cache.comp_v, cv, 2)
         kv.comp_end = cat_or_new(cache.comp_end, ends, 1)
+        if self.scheme.stagger and cache.comp_end is not None:
+            compact_entries(kv)
         cache.pending = buf[:, :, max(buf.shape[2] - (self.scheme.window - 1), 0) :]
 
     def _attend(self, q: torch.Tensor, start_pos: int, kv: KVView) -> torch.Tensor:

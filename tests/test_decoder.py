@@ -1,0 +1,94 @@
+"""Whole-decoder properties for every scheme: causality, decode == parallel, cache size."""
+
+import pytest
+import torch
+from conftest import tiny_model
+from schemes_matrix import SCHEME_CASES
+
+from phasescope.kv import CompressionConfig
+
+T = 23
+
+
+@pytest.mark.parametrize("name", sorted(SCHEME_CASES))
+def test_changing_a_token_never_changes_earlier_logits(name):
+    model = tiny_model(SCHEME_CASES[name], token_shift=True)
+    ids = torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(0))
+    base = model(ids)
+    for t in (0, 5, 13, T - 1):
+        changed = ids.clone()
+        changed[0, t] = (changed[0, t] + 7) % 50
+        out = model(changed)
+        torch.testing.assert_close(out[:, :t], base[:, :t], rtol=0, atol=0)
+        assert not torch.allclose(out[:, t:], base[:, t:]), "the changed token must matter at and after t"
+
+
+@pytest.mark.parametrize("name", sorted(SCHEME_CASES))
+@pytest.mark.parametrize("prefill", [1, 6, 11])
+def test_prefill_then_decode_equals_parallel_forward(name, prefill):
+    model = tiny_model(SCHEME_CASES[name], token_shift=True)
+    ids = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(1))
+    parallel = model(ids)
+    cache = model.new_cache()
+    steps = [model(ids[:, :prefill], 0, cache)]
+    for t in range(prefill, T):
+        steps.append(model(ids[:, t : t + 1], t, cache))
+    torch.testing.assert_close(torch.cat(steps, dim=1), parallel, rtol=1e-9, atol=1e-9)
+
+
+def test_uneven_chunked_prefill_equals_parallel_forward():
+    model = tiny_model(SCHEME_CASES["channel_gate-s3w6-align2"], token_shift=True)
+    ids = torch.randint(0, 50, (1, 40), generator=torch.Generator().manual_seed(2))
+    cache, outs, pos = model.new_cache(), [], 0
+    for size in (7, 1, 2, 13, 5, 12):
+        outs.append(model(ids[:, pos : pos + size], pos, cache))
+        pos += size
+    torch.testing.assert_close(torch.cat(outs, dim=1), model(ids), rtol=1e-9, atol=1e-9)
+
+
+def test_generate_greedy_matches_argmax_of_parallel_forward():
+    model = tiny_model(SCHEME_CASES["scalar_gate-s4w4"], token_shift=True)
+    prompt = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(3))
+    generated = model.generate(prompt, max_new_tokens=10)
+    seq = prompt
+    for i in range(10):
+        next_token = model(seq)[:, -1].argmax(-1, keepdim=True)
+        assert torch.equal(next_token, generated[:, i : i + 1])
+        seq = torch.cat([seq, next_token], dim=1)
+
+
+def test_mean_pooling_with_step_one_and_no_local_window_is_full_attention():
+    full = tiny_model(CompressionConfig(kind="full"), seed=4)
+    pooled = tiny_model(CompressionConfig(step=1, window=1, local=0, pooler="mean"), seed=4)
+    ids = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(pooled(ids), full(ids), rtol=1e-10, atol=1e-10)
+
+
+def _expected_layer_bytes(scheme, n, hk=2, d=8, feat=None, itemsize=8):
+    """Cache bytes of one layer after n tokens, from the formula in kv/cache.py's docstring."""
+    if scheme.kind == "full":
+        return 2 * n * hk * d * itemsize
+    raw = 2 * min(n, scheme.local) * hk * d * itemsize
+    if scheme.kind == "sliding":
+        return raw
+    counts = [len([e for e in range(n) if (e - scheme.head_align(h, hk)) % scheme.step == scheme.step - 1])
+              for h in range(hk)]
+    entries = 2 * max(counts) * hk * d * itemsize
+    pending = min(n, scheme.window - 1) * hk * feat * itemsize
+    return raw + entries + pending
+
+
+@pytest.mark.parametrize("name", sorted(SCHEME_CASES))
+def test_cache_size_after_n_tokens_matches_formula(name):
+    scheme = SCHEME_CASES[name]
+    model = tiny_model(scheme, n_layers=1)
+    cache = model.new_cache()
+    ids = torch.randint(0, 50, (1, 30), generator=torch.Generator().manual_seed(6))
+    model(ids[:, :17], 0, cache)
+    for t in range(17, 30):
+        model(ids[:, t : t + 1], t, cache)
+    pooler = model.blocks[0].attn.pooler
+    feat = None
+    if pooler is not None:
+        feat = pooler.features(torch.zeros(1, 1, 32, dtype=torch.float64), *(torch.zeros(1, 2, 1, 8, dtype=torch.float64),) * 2).shape[-1]
+    assert cache.nbytes() == _expected_layer_bytes(scheme, 30, feat=feat)
