@@ -10,9 +10,14 @@ def tiny_model(scheme: CompressionConfig, *, n_layers=2, n_heads=4, n_kv_heads=2
     """A tiny float64 decoder with random (non-trivial) weights for equivalence tests."""
     torch.manual_seed(seed)
     cfg = ModelConfig(
-        vocab_size=kw.pop("vocab_size", 50), d_model=kw.pop("d_model", 32), n_heads=n_heads,
-        n_kv_heads=n_kv_heads, head_dim=kw.pop("head_dim", 8), d_ff=kw.pop("d_ff", 48),
-        layers=(scheme,) * n_layers, **kw,
+        vocab_size=kw.pop("vocab_size", 50),
+        d_model=kw.pop("d_model", 32),
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        head_dim=kw.pop("head_dim", 8),
+        d_ff=kw.pop("d_ff", 48),
+        layers=(scheme,) * n_layers,
+        **kw,
     )
     model = Decoder(cfg).double()
     with torch.no_grad():  # move learned gates/sinks/biases off their neutral init

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from conftest import tiny_model
-from schemes_matrix import SCHEME_CASES
 
+from conftest import tiny_model
 from phasescope.kv.reference import reference_attention
+from schemes_matrix import SCHEME_CASES
 
 
 @pytest.mark.parametrize("name", sorted(SCHEME_CASES))

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from conftest import tiny_model
-from schemes_matrix import SCHEME_CASES
 
+from conftest import tiny_model
 from phasescope.kv import CompressionConfig
+from schemes_matrix import SCHEME_CASES
 
 T = 23
 
@@ -71,9 +71,12 @@ def _expected_layer_bytes(scheme, n, hk=2, d=8, feat=None, itemsize=8):
     raw = 2 * min(n, scheme.local) * hk * d * itemsize
     if scheme.kind == "sliding":
         return raw
-    counts = [len([e for e in range(n) if (e - scheme.head_align(h, hk)) % scheme.step == scheme.step - 1])
-              for h in range(hk)]
-    entries = 2 * max(counts) * hk * d * itemsize
+    counts = [
+        len([e for e in range(n) if (e - scheme.head_align(h, hk)) % scheme.step == scheme.step - 1])
+        for h in range(hk)
+    ]
+    shared_unrotated = scheme.pooler.startswith("channel_gate") and scheme.rope == "none"
+    entries = (1 if shared_unrotated else 2) * max(counts) * hk * d * itemsize
     pending = min(n, scheme.window - 1) * hk * feat * itemsize
     return raw + entries + pending
 
@@ -90,5 +93,17 @@ def test_cache_size_after_n_tokens_matches_formula(name):
     pooler = model.blocks[0].attn.pooler
     feat = None
     if pooler is not None:
-        feat = pooler.features(torch.zeros(1, 1, 32, dtype=torch.float64), *(torch.zeros(1, 2, 1, 8, dtype=torch.float64),) * 2).shape[-1]
+        feat = pooler.features(
+            torch.zeros(1, 1, 32, dtype=torch.float64), *(torch.zeros(1, 2, 1, 8, dtype=torch.float64),) * 2
+        ).shape[-1]
     assert cache.nbytes() == _expected_layer_bytes(scheme, 30, feat=feat)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEME_CASES))
+def test_library_cache_formula_matches_measured_cache(name):
+    from phasescope.model import cache_bytes, measured_cache_bytes
+
+    model = tiny_model(SCHEME_CASES[name], n_layers=2)
+    for n in (1, 3, 26):
+        ids = torch.randint(0, 50, (1, n), generator=torch.Generator().manual_seed(n))
+        assert measured_cache_bytes(model, ids) == cache_bytes(model.cfg, n, itemsize=8)

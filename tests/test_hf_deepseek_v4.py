@@ -21,13 +21,27 @@ HIDDEN, HEAD_DIM, T = 32, 16, 37
 
 def tiny_v4() -> DeepseekV4ForCausalLM:
     cfg = DeepseekV4Config(
-        vocab_size=64, hidden_size=HIDDEN, moe_intermediate_size=16, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=HEAD_DIM, q_lora_rank=16,
-        n_routed_experts=4, num_experts_per_tok=2, mlp_layer_types=["moe", "moe"],
+        vocab_size=64,
+        hidden_size=HIDDEN,
+        moe_intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=HEAD_DIM,
+        q_lora_rank=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        mlp_layer_types=["moe", "moe"],
         layer_types=["compressed_sparse_attention", "heavily_compressed_attention"],
         compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
-        sliding_window=8, o_groups=1, o_lora_rank=16, index_n_heads=2, index_head_dim=8,
-        index_topk=64, hc_mult=2, partial_rotary_factor=0.5,
+        sliding_window=8,
+        o_groups=1,
+        o_lora_rank=16,
+        index_n_heads=2,
+        index_head_dim=8,
+        index_topk=64,
+        hc_mult=2,
+        partial_rotary_factor=0.5,
     )
     torch.manual_seed(0)
     model = DeepseekV4ForCausalLM(cfg).eval()
@@ -46,7 +60,9 @@ def our_pooler_from(hf_comp, step: int, window: int):
         pooler.wgate.weight.copy_(hf_comp.gate_proj.weight)
         for slot in range(window):
             series = slot // step
-            pooler.position_bias[slot, 0] = hf_comp.position_bias[slot % step, series * HEAD_DIM : (series + 1) * HEAD_DIM]
+            pooler.position_bias[slot, 0] = hf_comp.position_bias[
+                slot % step, series * HEAD_DIM : (series + 1) * HEAD_DIM
+            ]
         pooler.norm_weight.copy_(hf_comp.kv_norm.weight)
     return cfg, pooler
 
@@ -63,7 +79,9 @@ def test_channel_gate_reproduces_deepseek_v4_entries_and_visibility(layer, step,
 
         cfg, pooler = our_pooler_from(hf_comp, step, window)
         ends, k, v = new_entries(pooler, cfg, pooler.features(x, None, None), 0, 0)
-        cos, sin = hf_comp.rotary_emb(k[:, 0], position_ids=rope_positions(cfg, ends).expand(2, -1), layer_type="compress")
+        cos, sin = hf_comp.rotary_emb(
+            k[:, 0], position_ids=rope_positions(cfg, ends).expand(2, -1), layer_type="compress"
+        )
         ours = apply_rotary_pos_emb(k, cos, sin)
 
     assert ours.shape == hf_entries.shape == (2, 1, T // step, HEAD_DIM)

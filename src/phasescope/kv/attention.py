@@ -60,7 +60,9 @@ def joint_attention(
     outs = []
     for t0 in range(0, t, block):
         t1 = min(t, t0 + block)
-        keys, values, mask = _block_keys(kv, q_start + t0, q_start + t1, local, strict, qg[:, :, :, t0:t1], select)
+        keys, values, mask = _block_keys(
+            kv, q_start + t0, q_start + t1, local, strict, qg[:, :, :, t0:t1], select
+        )
         logits = qg[:, :, :, t0:t1] @ keys.transpose(-1, -2).unsqueeze(2)  # [B,Hk,G,Tb,K]
         outs.append(_softmax_apply(logits, mask, values, sink_g))
     return torch.cat(outs, dim=3).view(b, h, t, d)

@@ -38,17 +38,28 @@ class KVCache:
         return cls(layers=[LayerCache() for _ in range(n_layers)])
 
     def nbytes(self, include_pending: bool = True) -> int:
-        """Bytes held by the cache (each storage counted once)."""
-        seen, total = set(), 0
+        """Bytes of memory the cache keeps alive (each underlying storage counted once)."""
+        storages = {}
         for layer in self.layers:
-            tensors = layer.tensors() if include_pending else [t for t in layer.tensors() if t is not layer.pending]
+            tensors = (
+                layer.tensors() if include_pending else [t for t in layer.tensors() if t is not layer.pending]
+            )
             for t in tensors:
-                key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-                if key not in seen:
-                    seen.add(key)
-                    total += t.numel() * t.element_size()
-        return total
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(storages.values())
 
 
 def cat_or_new(old: torch.Tensor | None, new: torch.Tensor, dim: int) -> torch.Tensor:
     return new if old is None else torch.cat([old, new], dim=dim)
+
+
+def compact(x: torch.Tensor | None) -> torch.Tensor | None:
+    """x itself, or a copy when x is a view that keeps a larger buffer alive."""
+    if x is None or x.untyped_storage().nbytes() == x.numel() * x.element_size():
+        return x
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def keep_last(x: torch.Tensor, n: int) -> torch.Tensor:
+    """The last n positions along dim 2, in a buffer of their own."""
+    return compact(x[:, :, max(x.shape[2] - n, 0) :])

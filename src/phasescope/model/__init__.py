@@ -2,5 +2,6 @@
 
 from phasescope.model.config import PRESETS, ModelConfig, preset
 from phasescope.model.decoder import Decoder
+from phasescope.model.memory import cache_bytes, measured_cache_bytes, savings
 
-__all__ = ["PRESETS", "Decoder", "ModelConfig", "preset"]
+__all__ = ["PRESETS", "Decoder", "ModelConfig", "cache_bytes", "measured_cache_bytes", "preset", "savings"]

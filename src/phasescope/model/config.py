@@ -17,7 +17,9 @@ class ModelConfig:
     n_kv_heads: int = 1
     head_dim: int = 16
     d_ff: int = 256
-    layers: tuple[CompressionConfig, ...] = field(default_factory=lambda: (CompressionConfig(kind="full"),) * 2)
+    layers: tuple[CompressionConfig, ...] = field(
+        default_factory=lambda: (CompressionConfig(kind="full"),) * 2
+    )
     rope: bool = True  # False = NoPE everywhere (compressed keys too)
     rope_theta: float = 10000.0
     token_shift: bool = False  # add a learned map of the previous token's embedding
@@ -32,7 +34,12 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
             value = getattr(self, name)
             need(isinstance(value, int) and value >= 1, name, value, "integer >= 1")
-        need(self.n_heads % self.n_kv_heads == 0, "n_kv_heads", self.n_kv_heads, f"a divisor of n_heads ({self.n_heads})")
+        need(
+            self.n_heads % self.n_kv_heads == 0,
+            "n_kv_heads",
+            self.n_kv_heads,
+            f"a divisor of n_heads ({self.n_heads})",
+        )
         need(self.head_dim % 2 == 0 or not self.rope, "head_dim", self.head_dim, "even when rope=True")
         need(len(self.layers) >= 1, "layers", self.layers, "at least one layer")
         for layer in self.layers:
@@ -77,8 +84,15 @@ def preset(name: str, vocab_size: int, scheme: CompressionConfig, **overrides) -
 PRESETS: dict[str, dict] = {
     # Qwen3-0.6B: 28 layers, hidden 1024, 16 query / 8 KV heads of 128, MLP 3072, rope 1e6.
     "qwen3-0.6b": dict(
-        n_layers=28, d_model=1024, n_heads=16, n_kv_heads=8, head_dim=128, d_ff=3072,
-        rope_theta=1_000_000.0, token_shift=False, tie_embeddings=True,
+        n_layers=28,
+        d_model=1024,
+        n_heads=16,
+        n_kv_heads=8,
+        head_dim=128,
+        d_ff=3072,
+        rope_theta=1_000_000.0,
+        token_shift=False,
+        tie_embeddings=True,
     ),
     # The feasibility-study size: learns retrieval on 2 CPU cores within minutes.
     "tiny": dict(n_layers=2, d_model=64, n_heads=4, n_kv_heads=1, head_dim=16, d_ff=256, token_shift=True),

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from phasescope.kv.attention import KVView, joint_attention
-from phasescope.kv.cache import KVCache, LayerCache, cat_or_new
+from phasescope.kv.cache import KVCache, LayerCache, cat_or_new, compact, keep_last
 from phasescope.kv.compressor import compact_entries, new_entries
 from phasescope.kv.config import CompressionConfig, rope_positions
 from phasescope.kv.poolers import POOLERS
@@ -61,7 +61,12 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, scheme: CompressionConfig):
         super().__init__()
-        self.scheme, self.n_heads, self.n_kv_heads, self.head_dim = scheme, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.scheme, self.n_heads, self.n_kv_heads, self.head_dim = (
+            scheme,
+            cfg.n_heads,
+            cfg.n_kv_heads,
+            cfg.head_dim,
+        )
         self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
         self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
@@ -71,7 +76,9 @@ class Attention(nn.Module):
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta) if cfg.rope else None
         self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if scheme.sink else None
         self.pooler = (
-            POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim) if scheme.compressed else None
+            POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim)
+            if scheme.compressed
+            else None
         )
 
     def rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -110,11 +117,13 @@ class Attention(nn.Module):
         ends, ck, cv = new_entries(self.pooler, self.scheme, buf, buf_start, start_pos)
         if self.scheme.rope != "none":
             ck = self.rope(ck, rope_positions(self.scheme, ends))
-        kv.comp_k, kv.comp_v = cat_or_new(cache.comp_k, ck, 2), cat_or_new(cache.comp_v, cv, 2)
+        shared = cv is ck  # V4-style shared KV left unrotated: store it once
+        kv.comp_k = cat_or_new(cache.comp_k, ck, 2)
+        kv.comp_v = kv.comp_k if shared else cat_or_new(cache.comp_v, cv, 2)
         kv.comp_end = cat_or_new(cache.comp_end, ends, 1)
         if self.scheme.stagger and cache.comp_end is not None:
             compact_entries(kv)
-        cache.pending = buf[:, :, max(buf.shape[2] - (self.scheme.window - 1), 0) :]
+        cache.pending = keep_last(buf, self.scheme.window - 1)
 
     def _attend(self, q: torch.Tensor, start_pos: int, kv: KVView) -> torch.Tensor:
         scheme = self.scheme
@@ -130,9 +139,9 @@ class Attention(nn.Module):
     def _keep(self, cache: LayerCache, kv: KVView) -> None:
         """Store what later tokens need: the last L raw keys (all for full layers) and entries."""
         keep = kv.raw_k.shape[2] if self.scheme.kind == "full" else self.scheme.local
-        start = max(kv.raw_k.shape[2] - keep, 0)
-        cache.raw_k, cache.raw_v = kv.raw_k[:, :, start:], kv.raw_v[:, :, start:]
-        cache.comp_k, cache.comp_v, cache.comp_end = kv.comp_k, kv.comp_v, kv.comp_end
+        cache.raw_k, cache.raw_v = keep_last(kv.raw_k, keep), keep_last(kv.raw_v, keep)
+        cache.comp_k, cache.comp_end = compact(kv.comp_k), kv.comp_end
+        cache.comp_v = cache.comp_k if kv.comp_v is kv.comp_k else compact(kv.comp_v)
 
 
 class MLP(nn.Module):
@@ -186,18 +195,24 @@ class Decoder(nn.Module):
         x = self.embed(input_ids)
         if self.shift is None:
             return x
-        prev_first = x.new_zeros(x[:, :1].shape) if cache is None or cache.prev_embed is None else cache.prev_embed
+        prev_first = (
+            x.new_zeros(x[:, :1].shape) if cache is None or cache.prev_embed is None else cache.prev_embed
+        )
         prev = torch.cat([prev_first, x[:, :-1]], dim=1)
         if cache is not None:
             cache.prev_embed = x[:, -1:]
         return x + self.shift(prev)
 
-    def forward(self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None
+    ) -> torch.Tensor:
         """input_ids [B,T] -> logits [B,T,V] (float32)."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
         if cache is not None and start_pos != cache.length:
-            raise ValueError(f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match")
+            raise ValueError(
+                f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match"
+            )
         if input_ids.numel() and int(input_ids.max()) >= self.cfg.vocab_size:
             raise ValueError(f"token id {int(input_ids.max())} >= vocab_size {self.cfg.vocab_size}")
         x = self.embed_tokens(input_ids, cache)

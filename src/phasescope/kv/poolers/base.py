@@ -36,6 +36,10 @@ class Pooler(nn.Module):
     def check_geometry(cls, cfg: CompressionConfig) -> None:
         """Raise ValueError when this pooler cannot serve the geometry."""
 
+    def feature_dim(self) -> int:
+        """F: per-token pooling features kept in the decode cache."""
+        return 2 * self.head_dim
+
     def features(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """x [B,T,C], k/v [B,Hk,T,D] (pre-RoPE) -> [B,Hk,T,F]. Default: keys and values."""
         return torch.cat([k, v], dim=-1)

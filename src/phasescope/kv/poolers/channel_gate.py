@@ -38,7 +38,9 @@ class ChannelGatePooler(Pooler):
         width = self.n_series * n_kv_heads * head_dim
         self.wkv = nn.Linear(d_model, width, bias=False)
         self.wgate = nn.Linear(d_model, width, bias=False)
-        self.position_bias = nn.Parameter(torch.zeros(cfg.window, n_kv_heads, head_dim)) if position_bias else None
+        self.position_bias = (
+            nn.Parameter(torch.zeros(cfg.window, n_kv_heads, head_dim)) if position_bias else None
+        )
         self.norm_weight = nn.Parameter(torch.ones(head_dim))
         # slot o reads series o // s
         self.register_buffer("slot_series", torch.arange(cfg.window) // cfg.step, persistent=False)
@@ -56,6 +58,9 @@ class ChannelGatePooler(Pooler):
         b, t, _ = y.shape
         y = y.view(b, t, self.n_series, self.n_kv_heads, self.head_dim).permute(0, 3, 1, 2, 4)
         return y.reshape(b, self.n_kv_heads, t, self.n_series * self.head_dim)
+
+    def feature_dim(self) -> int:
+        return 2 * self.n_series * self.head_dim
 
     def features(self, x, k, v):
         return torch.cat([self._per_head(self.wkv(x)), self._per_head(self.wgate(x))], dim=-1)

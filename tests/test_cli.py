@@ -1,0 +1,45 @@
+"""The command line as a user runs it."""
+
+from typer.testing import CliRunner
+
+from phasescope.cli import app
+from phasescope.kv import POOLERS, SCHEMES
+
+runner = CliRunner()
+
+
+def test_help_lists_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("schemes", "savings", "demo"):
+        assert command in result.output
+
+
+def test_schemes_lists_every_scheme_and_pooler():
+    result = runner.invoke(app, ["schemes"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name in list(SCHEMES) + list(POOLERS):
+        assert name in result.output
+
+
+def test_savings_reports_the_formula_ratio():
+    result = runner.invoke(
+        app, ["savings", "--scheme", "v4-csa", "--tokens", "131072"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0
+    assert "25.1%" in result.output  # (128 + 131072/4) / 131072 = 25.1%
+
+
+def test_bad_input_is_a_clear_error_not_a_traceback():
+    result = runner.invoke(app, ["savings", "--scheme", "v5"])
+    assert result.exit_code == 2
+    assert "unknown scheme 'v5'" in result.output
+    assert "Traceback" not in result.output
+    result = runner.invoke(app, ["savings", "--scheme", "tiny-4", "--local", "-3"])
+    assert result.exit_code == 2
+
+
+def test_engine_demo_runs_and_reports_cache_savings():
+    result = runner.invoke(app, ["demo", "--tokens", "256"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "v4-csa" in result.output and "vs full" in result.output
