@@ -8,6 +8,9 @@ def _cases():
         "full": CompressionConfig(kind="full"),
         "full-sink": CompressionConfig(kind="full", sink=True),
         "sliding-3": CompressionConfig(kind="sliding", local=3),
+        "scalar_gate-stagger-sink": CompressionConfig(
+            step=4, window=8, local=3, stagger=True, sink=True, pooler="scalar_gate"
+        ),
     }
     for pooler in POOLERS:
         geoms = {

@@ -38,3 +38,29 @@ def test_grouped_query_heads_each_see_their_kv_head():
     assert attn.scheme.head_align(0, 2) == 0 and attn.scheme.head_align(1, 2) == 2
     x = torch.randn(1, 11, 32, dtype=torch.float64)
     torch.testing.assert_close(attn(x, 0, None), reference_attention(attn, x))
+
+
+def test_entry_selector_hook_restricts_the_visible_entries():
+    """The top-k hook: keeping every entry changes nothing; keeping none leaves a sliding window."""
+    from phasescope.kv import CompressionConfig
+
+    chunked = tiny_model(CompressionConfig(step=4, window=4, local=3, pooler="mean"), n_layers=1, seed=9)
+    sliding = tiny_model(CompressionConfig(kind="sliding", local=3), n_layers=1, seed=9)
+    attn = chunked.blocks[0].attn
+    x = torch.randn(2, 30, 32, dtype=torch.float64)
+    plain = attn(x, 0, None)
+    attn.entry_selector = lambda q, comp_k, visible: visible
+    torch.testing.assert_close(attn(x, 0, None), plain)
+    attn.entry_selector = lambda q, comp_k, visible: torch.zeros_like(visible)
+    torch.testing.assert_close(attn(x, 0, None), sliding.blocks[0].attn(x, 0, None))
+
+
+@pytest.mark.parametrize("name", sorted(SCHEME_CASES))
+def test_inference_fast_path_matches_loop_reference(name):
+    """Without gradients, long prefills take the split (bulk + edge) path: same numbers."""
+    model = tiny_model(SCHEME_CASES[name], n_layers=1, n_heads=4, n_kv_heads=2)
+    attn = model.blocks[0].attn
+    attn.query_block = 6
+    x = torch.randn(2, 31, 32, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, 0, None), reference_attention(attn, x), rtol=1e-9, atol=1e-10)

@@ -107,3 +107,31 @@ def test_library_cache_formula_matches_measured_cache(name):
     for n in (1, 3, 26):
         ids = torch.randint(0, 50, (1, n), generator=torch.Generator().manual_seed(n))
         assert measured_cache_bytes(model, ids) == cache_bytes(model.cfg, n, itemsize=8)
+
+
+def test_growable_buffer_appends_like_cat_and_bounds_its_slack():
+    from phasescope.kv.cache import Growable
+
+    buf, reference = Growable(dim=2), None
+    gen = torch.Generator().manual_seed(7)
+    for size in [5, 1, 1, 70, 1, 3] + [1] * 200:
+        x = torch.randn(1, 2, size, 4, generator=gen)
+        reference = x if reference is None else torch.cat([reference, x], dim=2)
+        assert torch.equal(buf.append(x), reference)
+        assert buf.data.shape[2] <= reference.shape[2] + max(64, reference.shape[2] // 8)
+    buf.keep_last(10)
+    assert torch.equal(buf.view(), reference[:, :, -10:])
+
+
+def test_cache_does_not_pin_prefill_sized_buffers():
+    scheme = CompressionConfig(step=4, window=4, local=8, pooler="scalar_gate")
+    model = tiny_model(scheme, n_layers=1)
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 600)), 0, cache)
+        for t in range(600, 610):
+            model(torch.randint(0, 50, (1, 1)), t, cache)
+    logical, allocated = cache.nbytes(), cache.allocated_nbytes()
+    full_raw = 2 * 610 * 2 * 8 * 8  # what keeping all raw K and V would cost
+    assert allocated <= 1.125 * logical + 4 * 65 * 2 * 8 * 8
+    assert allocated < full_raw / 2

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
-# (q_block [B,Hk,G,Tb,D], comp_k [B,Hk,Nb,D], visible [Hk,Tb,Nb]) -> restricted visible mask.
+# (q_block [B,H,Tb,D], comp_k [B,Hk,Nb,D], visible [Hk,Tb,Nb]) -> restricted visible mask.
 # The hook for a top-k indexer (DeepSeek-V4 CSA keeps 512 entries per query).
 EntrySelector = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -45,7 +46,7 @@ def joint_attention(
     strict: bool = False,
     sink: torch.Tensor | None = None,
     select: EntrySelector | None = None,
-    block: int = 128,
+    block: int = 256,
 ) -> torch.Tensor:
     """q [B,H,T,D] -> output [B,H,T,D].
 
@@ -53,23 +54,48 @@ def joint_attention(
     ``local`` raw positions (0 = none). strict: entry visible iff query pos > its end
     (else >=). sink [H]: per-head logit that joins the softmax with a zero value.
     """
-    b, h, t, d = q.shape
-    hk = kv.raw_k.shape[1]
-    qg = q.view(b, hk, h // hk, t, d) * d**-0.5
-    sink_g = None if sink is None else sink.view(1, hk, h // hk, 1, 1).to(q.dtype)
+    t = q.shape[2]
+    # Each query sees its own raw token unless local == 0; only then can a row be empty.
+    may_see_nothing = local == 0 and sink is None
+    # Heads see different entries only when their entry ends differ (stagger) or a selector acts.
+    per_head_mask = select is not None or (
+        kv.comp_end is not None
+        and kv.comp_end.shape[0] > 1
+        and not bool((kv.comp_end == kv.comp_end[:1]).all())
+    )
+    split = _can_split(q, kv, local, select)
     outs = []
     for t0 in range(0, t, block):
         t1 = min(t, t0 + block)
-        keys, values, mask = _block_keys(
-            kv, q_start + t0, q_start + t1, local, strict, qg[:, :, :, t0:t1], select
-        )
-        logits = qg[:, :, :, t0:t1] @ keys.transpose(-1, -2).unsqueeze(2)  # [B,Hk,G,Tb,K]
-        outs.append(_softmax_apply(logits, mask, values, sink_g))
-    return torch.cat(outs, dim=3).view(b, h, t, d)
+        q_block = q[:, :, t0:t1]
+        if split and t1 - t0 > SMALL_BLOCK:
+            outs.append(_split_block_attention(q_block, kv, q_start + t0, q_start + t1, local, strict, sink))
+            continue
+        segments = _block_segments(kv, q_start + t0, q_start + t1, local, strict, q_block, select)
+        if t1 - t0 <= SMALL_BLOCK or (may_see_nothing and _some_row_empty(segments)):
+            outs.append(_segmented_attention(q_block, segments, sink))
+        else:
+            keys, values, mask = (torch.cat(parts, dim=d) for parts, d in zip(zip(*segments), (2, 2, -1)))
+            outs.append(_fused_attention(q_block, keys, values, mask if per_head_mask else mask[:1], sink))
+    return torch.cat(outs, dim=2)
 
 
-def _block_keys(kv: KVView, pos0: int, pos1: int, local, strict, q_block, select):
-    """Keys, values [B,Hk,K,D] and visibility mask [1,Hk,1,Tb,K] for queries pos0..pos1-1."""
+# Decode-sized blocks skip the concatenation of key segments that the fused kernel needs.
+SMALL_BLOCK = 4
+
+Segment = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # keys [B,Hk,K,D], values, mask [Hk,Tb,K]
+
+
+def _some_row_empty(segments: list[Segment]) -> bool:
+    seen = torch.stack([mask.any(dim=-1) for _, _, mask in segments]).any(dim=0)
+    return not bool(seen.all())
+
+
+def _block_segments(
+    kv: KVView, pos0: int, pos1: int, local, strict, q_block, select, first_entry: int = 0
+) -> list[Segment]:
+    """Raw and compressed key segments visible to queries pos0..pos1-1 (entries from
+    ``first_entry`` on), with their masks."""
     q_pos = torch.arange(pos0, pos1, device=kv.raw_k.device)
     n_raw = kv.raw_k.shape[2]
     lo = 0 if local is None else max(pos0 - local + 1 - kv.raw_start, 0)
@@ -81,39 +107,136 @@ def _block_keys(kv: KVView, pos0: int, pos1: int, local, strict, q_block, select
     if local is not None:
         raw_mask &= k_pos[None, :] > q_pos[:, None] - local
     hk = kv.raw_k.shape[1]
-    keys, values = [kv.raw_k[:, :, lo:hi]], [kv.raw_v[:, :, lo:hi]]
-    masks = [raw_mask.expand(hk, -1, -1)]
+    segments = [(kv.raw_k[:, :, lo:hi], kv.raw_v[:, :, lo:hi], raw_mask.expand(hk, -1, -1))]
     if kv.comp_end is not None and kv.comp_end.shape[1]:
         last = pos1 - 1
         ready = (kv.comp_end < last) if strict else (kv.comp_end <= last)
         n_b = int(ready.sum(dim=1).max())
-        ends = kv.comp_end[:, None, :n_b]
+        ends = kv.comp_end[:, None, first_entry:n_b]
         comp_mask = (ends < q_pos[None, :, None]) if strict else (ends <= q_pos[None, :, None])
-        comp_k = kv.comp_k[:, :, :n_b]
+        comp_k = kv.comp_k[:, :, first_entry:n_b]
         if select is not None and n_b:
             comp_mask = select(q_block, comp_k, comp_mask)
-        keys.append(comp_k)
-        values.append(kv.comp_v[:, :, :n_b])
-        masks.append(comp_mask)
-    mask = torch.cat(masks, dim=-1)[None, :, None]
-    return torch.cat(keys, dim=2), torch.cat(values, dim=2), mask
+        segments.append((comp_k, kv.comp_v[:, :, first_entry:n_b], comp_mask))
+    return segments
 
 
-def _softmax_apply(logits, mask, values, sink):
-    """Masked softmax (plus optional sink column with zero value) applied to values.
+# Inference fast path. Entries that every query of a block already sees need no mask; they
+# are attended in place (no copy) and merged with the masked rest through log-sum-exps.
+# torch's CPU flash kernel returns the log-sum-exp, but not differentiably, so training
+# (and other devices) use the concatenated path above.
+_FLASH_WITH_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
-    A query that sees nothing and has no sink gets a zero output instead of NaN.
+
+def _can_split(q: torch.Tensor, kv: KVView, local, select) -> bool:
+    needs_grad = torch.is_grad_enabled() and any(
+        x is not None and x.requires_grad for x in (q, kv.raw_k, kv.raw_v, kv.comp_k, kv.comp_v)
+    )
+    return (
+        _FLASH_WITH_LSE is not None
+        and q.device.type == "cpu"
+        and not needs_grad
+        and select is None
+        and local is not None
+        and local >= 1  # every query then sees its own raw token, so no row is empty
+        and kv.comp_end is not None
+    )
+
+
+def _flash_lse(q, keys, values, mask=None):
+    """q [B,Hk,R,D], keys/values [B,Hk,K,D], mask [1 or Hk,R,K] -> (out [B,Hk,R,D], lse [B,Hk,R])."""
+    bias = None
+    if mask is not None:
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))[None]
+    return _FLASH_WITH_LSE(q, keys, values, attn_mask=bias, scale=q.shape[-1] ** -0.5)
+
+
+def _split_block_attention(q, kv: KVView, pos0: int, pos1: int, local: int, strict: bool, sink):
+    """Queries pos0..pos1-1: unmasked attention over the entries all of them see, masked attention
+    over the rest (raw band and entries completing inside the block), merged exactly."""
+    b, h, t, d = q.shape
+    hk = kv.raw_k.shape[1]
+    g = h // hk
+    rows = q.reshape(b, hk, g * t, d)  # query heads of one KV head share its keys: fold into rows
+    seen_by_all = (kv.comp_end < pos0) if strict else (kv.comp_end <= pos0)
+    n_bulk = int(seen_by_all.sum(dim=1).min())
+    edge = _block_segments(kv, pos0, pos1, local, strict, q, None, first_entry=n_bulk)
+    keys, values, mask = (torch.cat(parts, dim=dim) for parts, dim in zip(zip(*edge), (2, 2, -1)))
+    mask = mask[:, None].expand(hk, g, t, mask.shape[-1]).reshape(hk, g * t, -1)
+    parts = [_flash_lse(rows, keys, values, mask)]
+    if n_bulk:
+        parts.append(_flash_lse(rows, kv.comp_k[:, :, :n_bulk], kv.comp_v[:, :, :n_bulk]))
+    lses = torch.stack([lse for _, lse in parts])  # [P,B,Hk,R]
+    total = torch.logsumexp(lses, dim=0)
+    if sink is not None:  # the sink adds exp(sink) to the denominator and nothing to the numerator
+        sink_rows = sink.to(total.dtype).view(1, hk, g, 1).expand(1, hk, g, t).reshape(1, hk, g * t)
+        total = torch.logaddexp(total, sink_rows)
+    out = sum(torch.exp(lse - total)[..., None] * part for part, lse in parts)
+    return out.to(q.dtype).reshape(b, h, t, d)
+
+
+def _per_query_head(x: torch.Tensor, n_heads: int, dim: int) -> torch.Tensor:
+    """Repeat a per-KV-head tensor along ``dim`` for the query heads that share it."""
+    return x.repeat_interleave(n_heads // x.shape[dim], dim=dim)
+
+
+def _fused_attention(q, keys, values, mask, sink):
+    """torch's fused SDPA with an additive mask. q [B,H,Tb,D], keys/values [B,Hk,K,D], mask [1 or Hk,Tb,K].
+
+    The sink joins the softmax as one extra key with a zero value: queries get an extra
+    channel of ones and the sink key carries sink/scale in it, so its logit is the sink.
     """
-    if logits.shape[-1] == 0:  # nothing visible at all: the sink (zero value) or nothing
-        return logits.new_zeros(*logits.shape[:-1], values.shape[-1])
-    logits = logits.masked_fill(~mask, float("-inf"))
-    top = logits.amax(dim=-1, keepdim=True)
+    h, d = q.shape[1], q.shape[-1]
+    scale = d**-0.5
+    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    # a 4-d mask keeps torch on its fused CPU kernel (3-d falls back to the math path)
+    bias = (bias if mask.shape[0] == 1 else _per_query_head(bias, h, dim=0))[None]
+    if sink is None:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale, enable_gqa=True)
+    b, _, k_len, _ = keys.shape
+    keys, values = _per_query_head(keys, h, dim=1), _per_query_head(values, h, dim=1)
+    sink_key = torch.zeros(b, h, 1, d + 1, dtype=q.dtype, device=q.device)
+    sink_key[..., -1] = (sink.to(q.dtype) / scale).view(1, h, 1)
+    keys = torch.cat([F.pad(keys, (0, 1)), sink_key], dim=2)
+    values = torch.cat([values, values.new_zeros(b, h, 1, d)], dim=2)
+    q = F.pad(q, (0, 1), value=1.0)
+    bias = F.pad(bias, (0, 1))
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)
+
+
+def _segmented_attention(q, segments: list[Segment], sink):
+    """Explicit softmax across key segments without concatenating them.
+
+    Query heads sharing a KV head are folded into the row axis ([B,Hk,G*Tb,K]) so every
+    product is a plain batched matmul. A query that sees nothing (and has no sink) gets
+    zeros, not NaN.
+    """
+    b, h, t, d = q.shape
+    hk = segments[0][0].shape[1]
+    g = h // hk
+    rows = (q.reshape(b, hk, g * t, d)) * d**-0.5
+    logits, values = [], []
+    for keys, vals, mask in segments:
+        if keys.shape[2]:
+            mask = mask[None, :, None].expand(1, hk, g, t, mask.shape[-1]).reshape(1, hk, g * t, -1)
+            logits.append((rows @ keys.transpose(-1, -2)).masked_fill(~mask, float("-inf")))
+            values.append(vals)
+    sink = (
+        None
+        if sink is None
+        else sink.to(q.dtype).view(1, hk, g, 1).expand(1, hk, g, t).reshape(1, hk, g * t, 1)
+    )
+    top = rows.new_full((b, hk, g * t, 1), float("-inf"))
+    for part in logits:
+        top = torch.maximum(top, part.amax(dim=-1, keepdim=True))
     if sink is not None:
-        top = torch.maximum(top, sink.expand_as(top))
+        top = torch.maximum(top, sink)
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top)).detach()
-    weights = torch.exp(logits - top)
-    denom = weights.sum(dim=-1, keepdim=True)
-    if sink is not None:
-        denom = denom + torch.exp(sink - top)
-    out = weights @ values.unsqueeze(2)
-    return out / denom.clamp_min(torch.finfo(out.dtype).tiny)
+    denom = torch.zeros_like(top) if sink is None else torch.exp(sink - top)
+    out = rows.new_zeros(b, hk, g * t, d)
+    for part, vals in zip(logits, values, strict=True):
+        weights = torch.exp(part - top)
+        denom = denom + weights.sum(dim=-1, keepdim=True)
+        out = out + weights @ vals
+    out = out / denom.clamp_min(torch.finfo(out.dtype).tiny)
+    return out.reshape(b, h, t, d)

@@ -38,6 +38,9 @@ def new_entries(
     """Entries completing at positions new_start .. buf_end-1: (ends [Hk,N], k, v [B,Hk,N,D]), pre-RoPE."""
     n_kv_heads, buf_end = feats.shape[1], buf_start + feats.shape[2]
     ends = head_entry_ends(cfg, new_start, buf_end, n_kv_heads).to(feats.device)
+    if ends.shape[1] == 0:  # most decode steps complete no window
+        empty = feats.new_zeros(feats.shape[0], n_kv_heads, 0, pooler.head_dim)
+        return ends, empty, empty
     windows, valid = gather_windows(feats, buf_start, ends, cfg.window)
     valid |= (ends == PAD_END)[:, :, None]  # padding entries: any finite value, never visible
     k, v = pooler.pool(windows, valid)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from phasescope.kv.attention import KVView, joint_attention
-from phasescope.kv.cache import KVCache, LayerCache, cat_or_new, compact, keep_last
+from phasescope.kv.cache import KVCache, LayerCache, cat_or_new, keep_last
 from phasescope.kv.compressor import compact_entries, new_entries
 from phasescope.kv.config import CompressionConfig, rope_positions
 from phasescope.kv.poolers import POOLERS
@@ -57,7 +57,9 @@ class Rotary(nn.Module):
 
 
 class Attention(nn.Module):
-    query_block = 128  # queries per block in joint_attention (tests shrink it)
+    query_block = 256  # queries per block in joint_attention (tests shrink it)
+    # Optional top-k style restriction of the visible entries (see kv.attention.EntrySelector).
+    entry_selector = None
 
     def __init__(self, cfg: ModelConfig, scheme: CompressionConfig):
         super().__init__()
@@ -99,15 +101,14 @@ class Attention(nn.Module):
         feats = self.pooler.features(x, k, v) if self.pooler is not None else None
         q, k = self.rope(q, positions), self.rope(k, positions)
         cache = cache if cache is not None else LayerCache()
-        kv = KVView(
-            raw_k=cat_or_new(cache.raw_k, k, 2),
-            raw_v=cat_or_new(cache.raw_v, v, 2),
-            raw_start=start_pos - (0 if cache.raw_k is None else cache.raw_k.shape[2]),
-        )
+        raw_k, raw_v = cache.raw_k.append(k), cache.raw_v.append(v)
+        kv = KVView(raw_k=raw_k, raw_v=raw_v, raw_start=start_pos + t - raw_k.shape[2])
         if self.pooler is not None:
             self._add_entries(kv, cache, feats, start_pos)
         out = self._attend(q, start_pos, kv)
-        self._keep(cache, kv)
+        if self.scheme.kind != "full":  # later queries need only the last L raw tokens
+            cache.raw_k.keep_last(self.scheme.local)
+            cache.raw_v.keep_last(self.scheme.local)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
     def _add_entries(self, kv: KVView, cache: LayerCache, feats: torch.Tensor, start_pos: int) -> None:
@@ -115,33 +116,38 @@ class Attention(nn.Module):
         buf = cat_or_new(cache.pending, feats, 2)
         buf_start = start_pos - (0 if cache.pending is None else cache.pending.shape[2])
         ends, ck, cv = new_entries(self.pooler, self.scheme, buf, buf_start, start_pos)
-        if self.scheme.rope != "none":
+        if ends.shape[1] and self.scheme.rope != "none":
             ck = self.rope(ck, rope_positions(self.scheme, ends))
-        shared = cv is ck  # V4-style shared KV left unrotated: store it once
-        kv.comp_k = cat_or_new(cache.comp_k, ck, 2)
-        kv.comp_v = kv.comp_k if shared else cat_or_new(cache.comp_v, cv, 2)
-        kv.comp_end = cat_or_new(cache.comp_end, ends, 1)
-        if self.scheme.stagger and cache.comp_end is not None:
+        # V4-style shared K=V that is never rotated: store it once
+        cache.shared_kv = self.pooler.shared_kv and (self.scheme.rope == "none" or self.rotary is None)
+        kv.comp_k, kv.comp_end = cache.comp_k.append(ck), cache.comp_end.append(ends)
+        kv.comp_v = kv.comp_k if cache.shared_kv else cache.comp_v.append(cv)
+        if self.scheme.stagger and kv.comp_end.shape[1] > ends.shape[1]:
             compact_entries(kv)
+            cache.comp_k.replace(kv.comp_k)
+            cache.comp_v.replace(kv.comp_v)
+            cache.comp_end.replace(kv.comp_end)
         cache.pending = keep_last(buf, self.scheme.window - 1)
 
     def _attend(self, q: torch.Tensor, start_pos: int, kv: KVView) -> torch.Tensor:
         scheme = self.scheme
-        plain_causal = scheme.kind == "full" and self.sink is None and kv.raw_start == start_pos
-        if plain_causal:  # the control: torch's fused kernel
-            return F.scaled_dot_product_attention(q, kv.raw_k, kv.raw_v, is_causal=True, enable_gqa=True)
+        if scheme.kind == "full" and self.sink is None:
+            if kv.raw_start == start_pos:  # the control: torch's fused kernel
+                return F.scaled_dot_product_attention(q, kv.raw_k, kv.raw_v, is_causal=True, enable_gqa=True)
+            if q.shape[2] == 1:  # one decoded token sees the whole cache
+                return F.scaled_dot_product_attention(q, kv.raw_k, kv.raw_v, enable_gqa=True)
         local = None if scheme.kind == "full" else scheme.local
         strict = scheme.visibility == "strict"
         return joint_attention(
-            q, start_pos, kv, local=local, strict=strict, sink=self.sink, block=self.query_block
+            q,
+            start_pos,
+            kv,
+            local=local,
+            strict=strict,
+            sink=self.sink,
+            select=self.entry_selector,
+            block=self.query_block,
         )
-
-    def _keep(self, cache: LayerCache, kv: KVView) -> None:
-        """Store what later tokens need: the last L raw keys (all for full layers) and entries."""
-        keep = kv.raw_k.shape[2] if self.scheme.kind == "full" else self.scheme.local
-        cache.raw_k, cache.raw_v = keep_last(kv.raw_k, keep), keep_last(kv.raw_v, keep)
-        cache.comp_k, cache.comp_end = compact(kv.comp_k), kv.comp_end
-        cache.comp_v = cache.comp_k if kv.comp_v is kv.comp_k else compact(kv.comp_v)
 
 
 class MLP(nn.Module):
