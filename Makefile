@@ -22,16 +22,16 @@ demo: venv
 	$(BIN)/phasescope demo
 
 test: venv
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/python -m pytest
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff format --check src tests benchmarks docs
 
 format: venv
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks docs
+	$(BIN)/ruff check --fix src tests benchmarks docs
 
 bench: venv
 	$(BIN)/python benchmarks/attention.py

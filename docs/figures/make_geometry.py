@@ -69,7 +69,8 @@ def main() -> None:
     ax.set_ylim(-0.4, 8.8)
     ax.axis("off")
     ax.set_title(
-        f"Chunked KV compression, step s={STEP}, window w={WINDOW}, align a={ALIGN} (DeepSeek-V4 CSA geometry). "
+        f"Chunked KV compression, step s={STEP}, window w={WINDOW}, align a={ALIGN} "
+        "(DeepSeek-V4 CSA geometry). "
         "Entries end at phase s-1 (bold);\nhatched slots lie before position 0 (zero weight). "
         "Inclusive visibility: query t sees entries with e <= t, plus raw tokens t-L+1..t.",
         fontsize=9,

@@ -75,7 +75,7 @@ def joint_attention(
         if t1 - t0 <= SMALL_BLOCK or (may_see_nothing and _some_row_empty(segments)):
             outs.append(_segmented_attention(q_block, segments, sink))
         else:
-            keys, values, mask = (torch.cat(parts, dim=d) for parts, d in zip(zip(*segments), (2, 2, -1)))
+            keys, values, mask = _concat(segments)
             outs.append(_fused_attention(q_block, keys, values, mask if per_head_mask else mask[:1], sink))
     return torch.cat(outs, dim=2)
 
@@ -84,6 +84,12 @@ def joint_attention(
 SMALL_BLOCK = 4
 
 Segment = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # keys [B,Hk,K,D], values, mask [Hk,Tb,K]
+
+
+def _concat(segments: list[Segment]) -> Segment:
+    """One key/value/mask triple from several segments (along the key axis)."""
+    keys, values, masks = zip(*segments, strict=True)
+    return torch.cat(keys, dim=2), torch.cat(values, dim=2), torch.cat(masks, dim=-1)
 
 
 def _some_row_empty(segments: list[Segment]) -> bool:
@@ -161,7 +167,7 @@ def _split_block_attention(q, kv: KVView, pos0: int, pos1: int, local: int, stri
     seen_by_all = (kv.comp_end < pos0) if strict else (kv.comp_end <= pos0)
     n_bulk = int(seen_by_all.sum(dim=1).min())
     edge = _block_segments(kv, pos0, pos1, local, strict, q, None, first_entry=n_bulk)
-    keys, values, mask = (torch.cat(parts, dim=dim) for parts, dim in zip(zip(*edge), (2, 2, -1)))
+    keys, values, mask = _concat(edge)
     mask = mask[:, None].expand(hk, g, t, mask.shape[-1]).reshape(hk, g * t, -1)
     parts = [_flash_lse(rows, keys, values, mask)]
     if n_bulk:
