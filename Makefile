@@ -34,7 +34,7 @@ format: venv
 	$(BIN)/ruff check --fix src tests benchmarks docs
 
 bench: venv
-	$(BIN)/python benchmarks/attention.py
+	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
