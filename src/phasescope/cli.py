@@ -20,12 +20,14 @@ def fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-def describe(cfg) -> str:
-    """One-line parameter summary of a CompressionConfig."""
+def describe(cfg, short: bool = False) -> str:
+    """One-line parameter summary of a CompressionConfig (``short``: geometry and pooler only)."""
     if cfg.kind == "full":
         text = "full causal"
     elif cfg.kind == "sliding":
         text = f"sliding L={cfg.local}"
+    elif short:
+        text = f"s={cfg.step} w={cfg.window} L={cfg.local} {cfg.pooler}" + (" stagger" if cfg.stagger else "")
     else:
         text = (
             f"s={cfg.step} w={cfg.window} a={cfg.align} L={cfg.local} {cfg.visibility} "
@@ -89,6 +91,93 @@ def demo(
     from phasescope.engine_demo import run_engine_demo
 
     run_engine_demo(tokens, console)
+
+
+@app.command()
+def recipes() -> None:
+    """List the training recipes, one line each."""
+    from phasescope.train.recipes import RECIPES
+
+    table = Table(title="training recipes (phasescope train RECIPE)")
+    table.add_column("recipe", no_wrap=True)
+    table.add_column("scheme", overflow="fold")
+    table.add_column("steps", justify="right")
+    table.add_column("token-shift")
+    table.add_column("what it is", overflow="fold")
+    for name, make in RECIPES.items():
+        cfg = make()
+        table.add_row(
+            name,
+            describe(cfg.scheme, short=True),
+            str(cfg.steps),
+            "on" if cfg.model.token_shift else "off",
+            cfg.about,
+        )
+    console.print(table)
+
+
+@app.command()
+def train(
+    recipe: str = typer.Argument(..., help="Recipe name (see `phasescope recipes`)."),
+    set_: list[str] | None = typer.Option(
+        None,
+        "--set",
+        help="Override a recipe field: key=value; keys: steps, lr, seed, model.X, scheme.X, task.X.",
+    ),
+    out: str = typer.Option(None, help="Run directory (default: runs/RECIPE-seedN)."),
+    resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+    stop_after: int = typer.Option(
+        None, min=1, help="Checkpoint and stop after this many steps in total (continue with --resume)."
+    ),
+    estimate: bool = typer.Option(
+        False, help="Do not train: build the model, run one probe step, print time and memory it would need."
+    ),
+) -> None:
+    """Train a model from scratch on the key-value retrieval task; checkpoints are resumable."""
+    from pathlib import Path
+
+    from phasescope.train.checkpoint import CheckpointError
+    from phasescope.train.config import apply_overrides
+    from phasescope.train.recipes import get_recipe
+    from phasescope.train.trainer import train as run_training
+
+    try:
+        cfg = apply_overrides(get_recipe(recipe), set_ or [])
+    except ValueError as err:
+        fail(str(err))
+    if estimate:
+        print_estimate(cfg)
+        return
+    run_dir = Path(out) if out else Path("runs") / f"{cfg.name}-seed{cfg.seed}"
+    try:
+        result = run_training(cfg, run_dir, resume=resume, progress=progress, stop_at=stop_after)
+    except CheckpointError as err:
+        fail(str(err))
+    phases = "  ".join(f"{p}:{a:.0%}" for p, a in enumerate(result["eval_accuracy_by_phase"]))
+    console.print(
+        f"{cfg.name}: held-out retrieval accuracy {result['eval_accuracy']:.1%} "
+        f"(loss {result['eval_loss']:.3f}); by phase mod {result['phase_step']}: {phases}\n"
+        f"run directory: {run_dir}"
+    )
+
+
+def print_estimate(cfg) -> None:
+    from phasescope.train.estimate import estimate
+
+    with console.status(f"building {cfg.name} and running one probe step"):
+        e = estimate(cfg)
+    console.print(
+        f"{cfg.name}: {e['params'] / 1e6:.1f}M parameters; one probe step ({e['probe_tokens']} tokens) took "
+        f"{e['probe_step_s']:.1f} s here (loss {e['loss']:.2f}).\n"
+        f"A full step ({cfg.batch_size} x {cfg.task.seq_len} tokens) would take >= {e['step_s_here']:.0f} s "
+        "here, "
+        f"{cfg.steps} steps >= {e['total_hours_here']:.0f} h.\n"
+        f"Memory: {e['weights_grads_adam_gib']:.1f} GiB weights+grads+AdamW, ~{e['activations_gib']:.1f} GiB "
+        f"activations per step (fp32, no checkpointing).\n"
+        f"Compute: {e['total_pflop']:.0f} PFLOP, about {e['hours_on_one_h100']:.1f} h on one H100 "
+        "at 40% of bf16 peak."
+    )
 
 
 def main() -> None:

@@ -1,0 +1,28 @@
+"""Load a phasescope model directory (``model.safetensors`` + ``model_config.json``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from safetensors import SafetensorError
+from safetensors.torch import load_model
+
+from phasescope.model.config import ModelConfig
+from phasescope.model.decoder import Decoder
+
+
+def load_model_dir(path: str | Path) -> Decoder:
+    path = Path(path)
+    config_file, weights = path / "model_config.json", path / "model.safetensors"
+    if not config_file.exists() or not weights.exists():
+        raise ValueError(
+            f"{path} is not a phasescope model directory: it needs model_config.json and model.safetensors "
+            "(written by `phasescope train` at the end of a run)"
+        )
+    model = Decoder(ModelConfig.from_dict(json.loads(config_file.read_text())))
+    try:
+        load_model(model, str(weights), strict=True)
+    except (SafetensorError, RuntimeError) as err:
+        raise ValueError(f"{weights} does not match {config_file} or is corrupt: {err}") from None
+    return model.eval()

@@ -1,0 +1,1 @@
+"""From-scratch training on the retrieval task (CPU first; torchrun for data parallelism)."""

@@ -1,0 +1,80 @@
+"""Checkpoints: weights in safetensors, configs in JSON, optimizer state loaded weights-only.
+
+Layout of a run directory::
+
+    OUT/train_config.json      the recipe after --set edits
+    OUT/log.jsonl              one line per logged step / evaluation
+    OUT/checkpoints/step-N/    model.safetensors, state.json, optimizer.pt
+    OUT/checkpoints/LATEST     name of the newest complete checkpoint
+    OUT/model.safetensors      final weights + OUT/model_config.json (what the sweep loads)
+
+A checkpoint is written to ``step-N.tmp`` and renamed when complete; LATEST is replaced
+atomically afterwards, so an interrupted write never leaves a half checkpoint behind LATEST.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(
+    out: Path, step: int, model: torch.nn.Module, optimizer, state: dict, keep: int = 2
+) -> Path:
+    root = out / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step}"
+    tmp = root / f"step-{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_model(model, str(tmp / "model.safetensors"))
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    atomic_write_text(root / "LATEST", final.name)
+    for old in sorted(root.glob("step-*"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))[:-keep]:
+        if old.name != final.name:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    marker = out / "checkpoints" / "LATEST"
+    if not marker.exists():
+        return None
+    path = out / "checkpoints" / marker.read_text().strip()
+    if not path.is_dir():
+        raise CheckpointError(
+            f"{marker} points to {path.name}, which does not exist; delete {marker} to restart"
+        )
+    return path
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
+    """Restore weights and optimizer state in place; returns state.json."""
+    try:
+        state = json.loads((path / "state.json").read_text())
+        load_model(model, str(path / "model.safetensors"), strict=True)
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    except (OSError, SafetensorError, RuntimeError, ValueError, json.JSONDecodeError) as err:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {err})"
+        ) from None
+    return state

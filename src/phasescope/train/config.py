@@ -1,0 +1,167 @@
+"""Training configuration: one typed, validated dataclass per run; ``--set key=value`` edits it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields, replace
+
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.kv.config import CompressionConfig
+from phasescope.model.config import ModelConfig
+
+ARCHS = ("phasescope", "hf-deepseek-v4")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run. ``model.layers`` is built from ``scheme`` (compressed layers) and
+    ``full_layers`` (indices kept at full attention)."""
+
+    name: str
+    model: ModelConfig
+    scheme: CompressionConfig
+    task: RetrievalTask = field(default_factory=RetrievalTask)
+    arch: str = "phasescope"
+    full_layers: tuple[int, ...] = ()
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    # Warm start: train with full attention for this many steps, then switch to ``scheme``.
+    warm_start_steps: int = 0
+    eval_every: int = 200
+    eval_batches: int = 8
+    checkpoint_every: int = 200
+    seed: int = 0
+    threads: int = 0  # torch threads; 0 = leave torch's default
+    about: str = ""
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, value, allowed: str) -> None:
+            if not ok:
+                raise ValueError(f"train config: {name}={value!r} is invalid; allowed: {allowed}")
+
+        need(self.arch in ARCHS, "arch", self.arch, " | ".join(ARCHS))
+        for name in ("steps", "batch_size", "eval_every", "eval_batches", "checkpoint_every"):
+            need(
+                isinstance(getattr(self, name), int) and getattr(self, name) >= 1,
+                name,
+                getattr(self, name),
+                ">= 1",
+            )
+        for name in ("warmup_steps", "warm_start_steps", "seed", "threads"):
+            need(
+                isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
+                name,
+                getattr(self, name),
+                ">= 0",
+            )
+        need(
+            self.warm_start_steps < self.steps,
+            "warm_start_steps",
+            self.warm_start_steps,
+            f"< steps ({self.steps})",
+        )
+        need(self.lr > 0, "lr", self.lr, "> 0")
+        need(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "[0, 1]")
+        need(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        need(self.grad_clip > 0, "grad_clip", self.grad_clip, "> 0")
+        n_layers = self.model.n_layers
+        for i in self.full_layers:
+            need(0 <= i < n_layers, "full_layers", self.full_layers, f"indices in [0, {n_layers})")
+        need(
+            self.model.vocab_size >= self.task.vocab_size,
+            "model.vocab_size",
+            self.model.vocab_size,
+            f">= the task's vocabulary ({self.task.vocab_size} ids)",
+        )
+        if self.scheme.compressed:
+            reach = self.scheme.local
+            need(
+                self.task.min_distance >= reach,
+                "task.min_distance",
+                self.task.min_distance,
+                f">= the raw local window L={reach}, so retrieval must use the compressed cache",
+            )
+
+    def model_config(self, compressed: bool = True) -> ModelConfig:
+        """The decoder config; ``compressed=False`` gives the warm-start (all full) model."""
+        full = CompressionConfig(kind="full")
+        layers = tuple(
+            full if (i in self.full_layers or not compressed) else self.scheme
+            for i in range(self.model.n_layers)
+        )
+        return replace(self.model, layers=layers)
+
+    def to_dict(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["model"] = self.model.to_dict()
+        data["scheme"] = self.scheme.to_dict()
+        data["task"] = self.task.to_dict()
+        data["full_layers"] = list(self.full_layers)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"train config: unknown keys {unknown}")
+        return cls(
+            **{
+                **data,
+                "model": ModelConfig.from_dict(data["model"]),
+                "scheme": CompressionConfig.from_dict(data["scheme"]),
+                "task": RetrievalTask.from_dict(data["task"]),
+                "full_layers": tuple(data.get("full_layers", ())),
+            }
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def _parse_value(text: str, current):
+    """Parse ``text`` to the type of ``current`` (bool, int, float, str, tuple of int)."""
+    if isinstance(current, bool):
+        if text.lower() in ("true", "1", "yes", "on"):
+            return True
+        if text.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"expected true or false, got {text!r}")
+    if isinstance(current, int):
+        return int(text)
+    if isinstance(current, float):
+        return float(text)
+    if isinstance(current, tuple):
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    return text
+
+
+def apply_overrides(cfg: TrainConfig, assignments: list[str]) -> TrainConfig:
+    """Apply ``key=value`` edits together (validated once, at the end); keys: top-level fields,
+    ``model.X``, ``scheme.X``, ``task.X``."""
+    changes: dict[str, dict] = {"": {}, "model": {}, "scheme": {}, "task": {}}
+    for assignment in assignments:
+        if "=" not in assignment:
+            raise ValueError(f"--set {assignment!r}: expected key=value, e.g. --set steps=500")
+        key, text = assignment.split("=", 1)
+        section, _, name = key.strip().rpartition(".")
+        if section not in changes:
+            raise ValueError(f"--set {key!r}: unknown section {section!r}; sections: model, scheme, task")
+        target = getattr(cfg, section) if section else cfg
+        known = {f.name for f in dataclasses.fields(target)} - {"layers", "model", "scheme", "task"}
+        if name not in known:
+            where = f" in {section}" if section else ""
+            raise ValueError(f"--set {key!r}: unknown key; known keys{where}: {sorted(known)}")
+        try:
+            changes[section][name] = _parse_value(text, getattr(target, name))
+        except ValueError as err:
+            raise ValueError(f"--set {key}: {err}") from None
+    sections = {
+        name: replace(getattr(cfg, name), **edits) for name, edits in changes.items() if name and edits
+    }
+    return replace(cfg, **sections, **changes[""])

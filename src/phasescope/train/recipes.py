@@ -1,0 +1,222 @@
+"""Named training recipes: Python functions returning a TrainConfig.
+
+Tiny recipes (2 layers, width 64) are sized to train on 2 CPU cores in minutes; every tiny
+recipe states whether the token-shift input is on (it helps tiny models learn retrieval
+but spreads each pair over neighbouring tokens, so it may shape the phase profile itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.kv.config import CompressionConfig
+from phasescope.model.config import preset
+from phasescope.train.config import TrainConfig
+
+TINY_TASK = RetrievalTask(
+    n_keys=32,
+    n_values=32,
+    n_filler=8,
+    key_len=1,
+    value_len=1,
+    n_pairs=16,
+    n_queries=8,
+    max_gap=2,
+    min_distance=8,
+    seq_len=128,
+)
+TINY_LOCAL = 8
+FULL = CompressionConfig(kind="full")
+
+
+def _tiny(name: str, scheme: CompressionConfig, about: str, token_shift: bool = True, **kw) -> TrainConfig:
+    model = preset("tiny", TINY_TASK.vocab_size, scheme, token_shift=token_shift, rope=kw.pop("rope", True))
+    steps = kw.pop("steps", 2400)
+    return TrainConfig(
+        name=name,
+        model=model,
+        scheme=scheme,
+        task=TINY_TASK,
+        steps=steps,
+        batch_size=32,
+        lr=3e-3,
+        warmup_steps=100,
+        eval_every=200,
+        checkpoint_every=200,
+        about=about,
+        **kw,
+    )
+
+
+def _s(step: int, pooler: str = "scalar_gate", window: int | None = None, **kw) -> CompressionConfig:
+    return CompressionConfig(step=step, window=window or step, local=TINY_LOCAL, pooler=pooler, **kw)
+
+
+RECIPES: dict[str, Callable[[], TrainConfig]] = {}
+
+
+def recipe(name: str):
+    def register(fn: Callable[[], TrainConfig]) -> Callable[[], TrainConfig]:
+        RECIPES[name] = fn
+        return fn
+
+    return register
+
+
+@recipe("tiny-full")
+def tiny_full() -> TrainConfig:
+    return _tiny("tiny-full", FULL, "control: full attention, token-shift on")
+
+
+@recipe("tiny-full-noshift")
+def tiny_full_noshift() -> TrainConfig:
+    return _tiny("tiny-full-noshift", FULL, "control without token-shift", token_shift=False)
+
+
+@recipe("tiny-s4")
+def tiny_s4() -> TrainConfig:
+    return _tiny(
+        "tiny-s4",
+        _s(4),
+        "s=w=4 scalar gate, L=8, warm start from full attention (600 steps), token-shift on",
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s4-cold")
+def tiny_s4_cold() -> TrainConfig:
+    return _tiny("tiny-s4-cold", _s(4), "tiny-s4 trained compressed from step 0 (no warm start)")
+
+
+@recipe("tiny-s4-noshift")
+def tiny_s4_noshift() -> TrainConfig:
+    return _tiny(
+        "tiny-s4-noshift",
+        _s(4),
+        "tiny-s4 without token-shift (checks the input's influence on the phase effect)",
+        token_shift=False,
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s6")
+def tiny_s6() -> TrainConfig:
+    return _tiny(
+        "tiny-s6",
+        _s(6),
+        "s=w=6 scalar gate, warm start; seen not to learn in 10 minutes",
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s8")
+def tiny_s8() -> TrainConfig:
+    return _tiny("tiny-s8", _s(8), "s=w=8 scalar gate (the study's step), warm start", warm_start_steps=600)
+
+
+@recipe("tiny-s4-mean")
+def tiny_s4_mean() -> TrainConfig:
+    return _tiny("tiny-s4-mean", _s(4, "mean"), "s=w=4 mean pooling, warm start", warm_start_steps=600)
+
+
+@recipe("tiny-s4-channel")
+def tiny_s4_channel() -> TrainConfig:
+    return _tiny(
+        "tiny-s4-channel",
+        _s(4, "channel_gate"),
+        "s=w=4 DeepSeek-V4 channel gate, warm start",
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s4-channel-w8")
+def tiny_s4_channel_w8() -> TrainConfig:
+    return _tiny(
+        "tiny-s4-channel-w8",
+        _s(4, "channel_gate", window=8),
+        "V4 CSA geometry s=4, w=8, channel gate, warm start",
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s4-nope")
+def tiny_s4_nope() -> TrainConfig:
+    return _tiny(
+        "tiny-s4-nope",
+        _s(4),
+        "s=w=4 scalar gate without any RoPE (NoPE), warm start",
+        rope=False,
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s4-stagger")
+def tiny_s4_stagger() -> TrainConfig:
+    return _tiny(
+        "tiny-s4-stagger",
+        _s(4, stagger=True),
+        "s=w=4 with staggered KV heads, warm start",
+        warm_start_steps=600,
+    )
+
+
+@recipe("hf-deepseek-v4-tiny")
+def hf_deepseek_v4_tiny() -> TrainConfig:
+    """transformers' DeepseekV4ForCausalLM from a tiny config (CSA layers, s=4, w=8)."""
+    cfg = _tiny(
+        "hf-deepseek-v4-tiny", _s(4, "channel_gate", window=8, sink=True), "transformers DeepseekV4, tiny"
+    )
+    return replace(cfg, arch="hf-deepseek-v4", model=replace(cfg.model, n_kv_heads=1, token_shift=False))
+
+
+def _qwen3(name: str, scheme: CompressionConfig, about: str) -> TrainConfig:
+    task = RetrievalTask(
+        n_keys=256,
+        n_values=256,
+        n_filler=64,
+        key_len=2,
+        value_len=2,
+        n_pairs=200,
+        n_queries=16,
+        max_gap=4,
+        min_distance=64,
+        seq_len=2048,
+    )
+    model = preset("qwen3-0.6b", task.vocab_size, scheme)
+    return TrainConfig(
+        name=name,
+        model=model,
+        scheme=scheme,
+        task=task,
+        steps=20000,
+        batch_size=64,
+        lr=3e-4,
+        warmup_steps=1000,
+        eval_every=500,
+        checkpoint_every=500,
+        about=about,
+    )
+
+
+@recipe("qwen3-0.6b-full")
+def qwen3_0_6b_full() -> TrainConfig:
+    return _qwen3("qwen3-0.6b-full", FULL, "Qwen3-0.6B shape, full attention (needs a GPU)")
+
+
+@recipe("qwen3-0.6b-study")
+def qwen3_0_6b_study() -> TrainConfig:
+    scheme = CompressionConfig(step=8, window=8, local=16, pooler="scalar_gate")
+    cfg = _qwen3(
+        "qwen3-0.6b-study",
+        scheme,
+        "the study's architecture: Qwen3-0.6B, s=w=8, scalar gate, L=16, 1 KV head",
+    )
+    return replace(cfg, model=replace(cfg.model, n_kv_heads=1))
+
+
+def get_recipe(name: str) -> TrainConfig:
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)} (see `phasescope recipes`)")
+    return RECIPES[name]()

@@ -1,0 +1,298 @@
+"""The training loop: AdamW, warm-up + cosine, clipping, held-out evaluation, checkpoints,
+exact resume, and data parallelism under torchrun (one writer: rank 0).
+
+Every step's global batch is drawn from ``numpy.random.default_rng([seed, step])`` and each
+rank takes its rows, so a run's data does not depend on how it was interrupted or on the
+number of processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from safetensors.torch import save_model
+
+from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
+from phasescope.train.checkpoint import (
+    CheckpointError,
+    atomic_write_text,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from phasescope.train.config import TrainConfig
+from phasescope.train.models import build_model, model_config_of
+
+EVAL_SEED_OFFSET = 1_000_003  # held-out batches use seeds no training step uses
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed() -> Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return Dist(rank=dist.get_rank(), world=dist.get_world_size())
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to min_lr_ratio * lr."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(cfg.steps - cfg.warmup_steps, 1)
+    floor = cfg.min_lr_ratio
+    return cfg.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def make_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "position_bias" not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "position_bias" not in n)]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+
+
+def to_torch(batch: RetrievalBatch, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(batch.input_ids[rows]), torch.from_numpy(batch.targets[rows])
+
+
+def batch_loss(model, input_ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(input_ids)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+
+
+@torch.no_grad()
+def evaluate(cfg: TrainConfig, model, n_batches: int) -> dict:
+    """Held-out loss and retrieval accuracy (a query counts when every value token is right),
+    plus accuracy by phase of the queried value for the scheme's step."""
+    model.eval()
+    losses, correct, phases = [], [], []
+    for i in range(n_batches):
+        batch = sample_batch(
+            cfg.task, cfg.batch_size, np.random.default_rng([cfg.seed, EVAL_SEED_OFFSET + i])
+        )
+        ids, targets = to_torch(batch, slice(None))
+        logits = model(ids)
+        losses.append(
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+        )
+        hit = logits.argmax(-1) == targets
+        # answers are predicted from answer_pos-1 onward; a query is right when all its tokens are
+        predicted_at = torch.from_numpy(batch.answer_pos[:, :, None] - 1 + np.arange(cfg.task.value_len))
+        query_ok = hit.gather(1, predicted_at.flatten(1)).view(predicted_at.shape).all(dim=-1)
+        correct.append(query_ok.flatten())
+        phases.append(torch.from_numpy(batch.value_pos).flatten())
+    model.train()
+    correct_t, phase_t = torch.cat(correct).float(), torch.cat(phases)
+    step = cfg.scheme.step if cfg.scheme.compressed else 4
+    by_phase = [float(correct_t[(phase_t - cfg.scheme.align) % step == p].mean()) for p in range(step)]
+    return {
+        "eval_loss": float(torch.stack(losses).mean()),
+        "eval_accuracy": float(correct_t.mean()),
+        "eval_accuracy_by_phase": by_phase,
+        "phase_step": step,
+    }
+
+
+class Logger:
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+
+    def truncate_from(self, step: int) -> None:
+        """Drop entries at or after ``step`` (they are recomputed after a resume)."""
+        if self.enabled and self.path.exists():
+            keep = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] < step]
+            atomic_write_text(self.path, "".join(line + "\n" for line in keep))
+
+    def write(self, record: dict) -> None:
+        if self.enabled:
+            with self.path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
+    saved_path = out / "train_config.json"
+    if not saved_path.exists():
+        return
+    saved = json.loads(saved_path.read_text())
+    current = json.loads(cfg.to_json())
+    diff = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k) and k != "threads")
+    if diff:
+        raise CheckpointError(
+            f"--resume with a config that differs from the checkpoint's in {diff}; "
+            f"use the same recipe and --set values, or a new --out directory"
+        )
+
+
+def train(
+    cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True, stop_at: int | None = None
+) -> dict:
+    """Run (or continue) a training run; returns the last evaluation.
+
+    ``stop_at``: checkpoint and return after this many steps (time-boxed jobs; ``--resume``
+    continues exactly).
+    """
+    ddp = setup_distributed()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.batch_size % ddp.world:
+        raise ValueError(
+            f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    if resume:
+        _check_resume_config(out, cfg)
+    elif latest_checkpoint(out) is not None:
+        raise CheckpointError(
+            f"{out} already holds a run; pass --resume to continue it or choose another --out"
+        )
+    if ddp.main:
+        atomic_write_text(out / "train_config.json", cfg.to_json())
+    logger = Logger(out / "log.jsonl", ddp.main)
+
+    start, compressed = 0, cfg.warm_start_steps == 0
+    checkpoint = latest_checkpoint(out) if resume else None
+    if checkpoint is not None:
+        start = json.loads((checkpoint / "state.json").read_text())["step"]
+        compressed = start >= cfg.warm_start_steps
+    model = build_model(cfg, compressed=compressed, seed=cfg.seed)
+    optimizer = make_optimizer(cfg, model)
+    if checkpoint is not None:
+        load_checkpoint(checkpoint, model, optimizer)
+    logger.truncate_from(start)
+    wrapped = _wrap(model, ddp)
+
+    rows = slice(ddp.rank, None, ddp.world)
+    tokens_per_step = cfg.batch_size * cfg.task.seq_len
+    bar = _progress_bar(progress and ddp.main, cfg, start)
+    last_eval: dict = {}
+    tick = time.perf_counter()
+    for step in range(start, cfg.steps):
+        if step == cfg.warm_start_steps and not compressed:
+            model, optimizer, wrapped = _switch_to_compressed(cfg, model, ddp)
+            compressed = True
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(cfg, step)
+        batch = sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([cfg.seed, step]))
+        loss = batch_loss(wrapped, *to_torch(batch, rows))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        loss_value = _mean_over_ranks(loss.detach(), ddp)
+        done = step + 1
+        elapsed, tick = time.perf_counter() - tick, time.perf_counter()
+        record = {
+            "step": step,
+            "loss": loss_value,
+            "lr": lr_at(cfg, step),
+            "grad_norm": float(grad_norm),
+            "tokens_per_s": tokens_per_step / max(elapsed, 1e-9),
+            "compressed": compressed,
+        }
+        if done % cfg.eval_every == 0 or done == cfg.steps:
+            last_eval = evaluate(cfg, model, cfg.eval_batches)
+            record.update(last_eval)
+        logger.write(record)
+        stopping = done == stop_at
+        if ddp.main and (done % cfg.checkpoint_every == 0 or done == cfg.steps or stopping):
+            save_checkpoint(out, done, model, optimizer, {"compressed": compressed})
+        if bar:
+            bar.update(loss_value, record["tokens_per_s"], last_eval.get("eval_accuracy"))
+        tick = time.perf_counter()
+        if stopping:
+            break
+    if bar:
+        bar.close()
+    if ddp.main and (stop_at is None or stop_at >= cfg.steps):
+        export_model(out, cfg, model)
+    if not last_eval:  # stopped between evaluations, or resumed a finished run
+        last_eval = evaluate(cfg, model, cfg.eval_batches)
+    return last_eval
+
+
+def _wrap(model, ddp: Dist):
+    if ddp.world == 1:
+        return model
+    return torch.nn.parallel.DistributedDataParallel(model)
+
+
+def _mean_over_ranks(value: torch.Tensor, ddp: Dist) -> float:
+    if ddp.world > 1:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        value = value / ddp.world
+    return float(value)
+
+
+def _switch_to_compressed(cfg: TrainConfig, full_model, ddp: Dist):
+    """Warm start: same weights, compressed layers (new pooler parameters keep their init)."""
+    model = build_model(cfg, compressed=True, seed=cfg.seed)
+    missing, unexpected = model.load_state_dict(full_model.state_dict(), strict=False)
+    if unexpected:
+        raise RuntimeError(
+            f"warm start: full-attention weights without a place in the compressed model: {unexpected}"
+        )
+    return model, make_optimizer(cfg, model), _wrap(model, ddp)
+
+
+def export_model(out: Path, cfg: TrainConfig, model) -> None:
+    """The final model in the form the sweep loads (native) or a HF directory (hf arch)."""
+    model_cfg = model_config_of(model)
+    if model_cfg is not None:
+        save_model(model, str(out / "model.safetensors"))
+        atomic_write_text(out / "model_config.json", json.dumps(model_cfg.to_dict(), indent=2))
+    else:
+        from phasescope.train.hf_export import export_hf
+
+        export_hf(out / "hf", cfg, model.hf)
+
+
+class _progress_bar:
+    def __init__(self, enabled: bool, cfg: TrainConfig, start: int):
+        self.progress = None
+        if not enabled:
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn(f"[bold]{cfg.name}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("loss {task.fields[loss]:.3f}  acc {task.fields[acc]}  {task.fields[tps]:.0f} tok/s"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        self.task = self.progress.add_task(
+            "train", total=cfg.steps, completed=start, loss=float("nan"), acc="-", tps=0.0
+        )
+        self.progress.start()
+
+    def __bool__(self) -> bool:
+        return self.progress is not None
+
+    def update(self, loss: float, tps: float, acc: float | None) -> None:
+        fields = {"loss": loss, "tps": tps}
+        if acc is not None:
+            fields["acc"] = f"{acc:.1%}"
+        self.progress.update(self.task, advance=1, **fields)
+
+    def close(self) -> None:
+        self.progress.stop()

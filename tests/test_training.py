@@ -1,0 +1,166 @@
+"""Trainer: resume equivalence, checkpoint safety, config validation, recipes, torchrun."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from phasescope.train.checkpoint import CheckpointError
+from phasescope.train.config import apply_overrides
+from phasescope.train.recipes import RECIPES, get_recipe
+from phasescope.train.trainer import train
+
+QUICK = [
+    "steps=8",
+    "warm_start_steps=3",
+    "eval_every=4",
+    "checkpoint_every=2",
+    "eval_batches=1",
+    "batch_size=8",
+]
+
+
+def quick_cfg(*extra: str):
+    return apply_overrides(get_recipe("tiny-s4"), QUICK + list(extra))
+
+
+def losses(run: Path) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())]
+
+
+@pytest.mark.parametrize("stop_at", [2, 5], ids=["before-warm-start-switch", "after-switch"])
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, stop_at):
+    straight = tmp_path / "straight"
+    train(quick_cfg(), straight, progress=False)
+
+    interrupted = tmp_path / "interrupted"
+    train(quick_cfg(), interrupted, progress=False, stop_at=stop_at)  # the switch happens at step 3
+    assert not (interrupted / "model.safetensors").exists()
+    train(quick_cfg(), interrupted, resume=True, progress=False)
+
+    assert losses(interrupted) == losses(straight)  # bit-identical loss curve, warm-start switch included
+    from safetensors.torch import load_file
+
+    wa, wb = load_file(straight / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    train(quick_cfg(), tmp_path, progress=False)
+    with pytest.raises(CheckpointError, match=r"differs from the checkpoint's in \['lr'\]"):
+        train(quick_cfg("lr=0.01"), tmp_path, resume=True, progress=False)
+
+
+def test_existing_run_is_not_overwritten_without_resume(tmp_path):
+    train(quick_cfg(), tmp_path, progress=False)
+    with pytest.raises(CheckpointError, match="already holds a run"):
+        train(quick_cfg(), tmp_path, progress=False)
+
+
+def test_truncated_checkpoint_is_reported_clearly(tmp_path):
+    train(quick_cfg(), tmp_path, progress=False)
+    latest = tmp_path / "checkpoints" / (tmp_path / "checkpoints" / "LATEST").read_text()
+    weights = latest / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        train(quick_cfg(), tmp_path, resume=True, progress=False)
+
+
+@pytest.mark.parametrize(
+    "assignment, message",
+    [
+        ("stepz=3", r"unknown key; known keys: \["),
+        ("model.widht=3", "unknown key; known keys in model"),
+        ("optim.lr=1", "unknown section 'optim'"),
+        ("steps=-4", "steps=-4 is invalid"),
+        ("steps=many", "invalid literal"),
+        ("scheme.step=0", "step=0 is invalid"),
+        ("task.n_keys=200", "model.vocab_size=.* is invalid"),
+        ("task.min_distance=2", "min_distance=2 is invalid; allowed: >= the raw local window"),
+        ("nonsense", "expected key=value"),
+    ],
+)
+def test_bad_overrides_name_the_cause(assignment, message):
+    with pytest.raises(ValueError, match=message):
+        apply_overrides(get_recipe("tiny-s4"), [assignment])
+
+
+def test_unknown_recipe():
+    with pytest.raises(ValueError, match="unknown recipe 'tiny-s5'"):
+        get_recipe("tiny-s5")
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_recipe_builds_a_valid_config(name):
+    cfg = get_recipe(name)
+    assert cfg.model.vocab_size >= cfg.task.vocab_size
+    assert cfg.about
+
+
+def test_final_model_loads_back(tmp_path):
+    from phasescope.model.load import load_model_dir
+
+    cfg = quick_cfg()
+    train(cfg, tmp_path, progress=False)
+    model = load_model_dir(tmp_path)
+    assert model.cfg == cfg.model_config(compressed=True)
+    ids = torch.randint(0, cfg.task.vocab_size, (1, 20))
+    assert model(ids).shape == (1, 20, cfg.model.vocab_size)
+
+
+def test_two_process_torchrun_matches_one_process(tmp_path):
+    single = tmp_path / "single"
+    train(quick_cfg("warm_start_steps=0"), single, progress=False)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_port=29517",
+        "-m",
+        "phasescope.train",
+        "tiny-s4",
+        *sum((["--set", a] for a in QUICK + ["warm_start_steps=0"]), []),
+        "--out",
+        str(tmp_path / "ddp"),
+        "--no-progress",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, two = losses(single), losses(tmp_path / "ddp")
+    assert [s for s, _ in one] == [s for s, _ in two]
+    for (_, a), (_, b) in zip(one, two, strict=True):
+        assert abs(a - b) < 1e-4, (one, two)
+
+
+def test_hf_deepseek_v4_trains_and_loads_with_transformers(tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg = apply_overrides(get_recipe("hf-deepseek-v4-tiny"), QUICK[:1] + QUICK[2:] + ["warm_start_steps=0"])
+    result = train(cfg, tmp_path, progress=False)
+    assert 0 <= result["eval_accuracy"] <= 1
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    trained = load_file(tmp_path / "checkpoints" / "step-8" / "model.safetensors")
+    for name, value in loaded.state_dict().items():
+        if "hf." + name in trained:
+            assert torch.equal(value, trained["hf." + name]), name
+    assert sum("hf." + n in trained for n in loaded.state_dict()) > 10
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tokenizer("<bos> k3 v5 <q>")["input_ids"] == [1, 3 + 3, 3 + 32 + 5, 2]
+
+
+def test_qwen3_recipe_estimate_builds_and_runs_a_step():
+    from phasescope.train.estimate import estimate
+
+    cfg = apply_overrides(get_recipe("qwen3-0.6b-study"), ["model.d_ff=64"])  # keep the probe quick
+    result = estimate(cfg)
+    assert result["params"] > 1e8 and np.isfinite(result["loss"])
+    assert result["weights_grads_adam_gib"] == pytest.approx(16 * result["params"] / 2**30)
+    assert result["hours_on_one_h100"] > 0
