@@ -123,9 +123,7 @@ def decode_step(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
@@ -134,10 +132,7 @@ def main() -> None:
     decode_sizes = [4096, 8192] if args.quick else [4096, 8192, 16384, 32768, 65536, 131072]
     rows = {"prefill": [], "decode": []}
     print(f"compressed: {COMPRESSED}\n")
-    print(
-        "prefill     layer: full s  comp s  ratio | attention: full s  comp s  ratio"
-        " | peak MiB: full  comp  ratio"
-    )
+    print("prefill     layer: full s  comp s  ratio | attention: full s  comp s  ratio | peak MiB: full  comp  ratio")
     for n in prefill_sizes:
         repeats = 3 if n <= 8192 else 2
         full_s, full_core, full_kib = prefill(FULL, n, repeats)

@@ -38,9 +38,7 @@ def tokens_per_second(recipe: str, steps: int) -> tuple[float, float]:
     model = build_model(cfg, compressed=True, seed=0)
     optimizer = make_optimizer(cfg, model)
     n_params = sum(p.numel() for p in model.parameters())
-    batches = [
-        sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([0, i])) for i in range(steps + 3)
-    ]
+    batches = [sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([0, i])) for i in range(steps + 3)]
     elapsed = 0.0
     for i, batch in enumerate(batches):
         start = time.perf_counter()
@@ -55,9 +53,7 @@ def tokens_per_second(recipe: str, steps: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=60, help="timed optimizer steps per model")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()

@@ -23,9 +23,7 @@ def test_schemes_lists_every_scheme_and_pooler():
 
 
 def test_savings_reports_the_formula_ratio():
-    result = runner.invoke(
-        app, ["savings", "--scheme", "v4-csa", "--tokens", "131072"], env={"COLUMNS": "200"}
-    )
+    result = runner.invoke(app, ["savings", "--scheme", "v4-csa", "--tokens", "131072"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "25.1%" in result.output  # (128 + 131072/4) / 131072 = 25.1%
 

@@ -72,8 +72,7 @@ def _expected_layer_bytes(scheme, n, hk=2, d=8, feat=None, itemsize=8):
     if scheme.kind == "sliding":
         return raw
     counts = [
-        len([e for e in range(n) if (e - scheme.head_align(h, hk)) % scheme.step == scheme.step - 1])
-        for h in range(hk)
+        len([e for e in range(n) if (e - scheme.head_align(h, hk)) % scheme.step == scheme.step - 1]) for h in range(hk)
     ]
     shared_unrotated = scheme.pooler.startswith("channel_gate") and scheme.rope == "none"
     entries = (1 if shared_unrotated else 2) * max(counts) * hk * d * itemsize

@@ -28,15 +28,9 @@ def test_rows_follow_the_documented_layout():
             k, v, a = batch.key_pos[b, q], batch.value_pos[b, q], batch.answer_pos[b, q]
             assert v == k + TASK.key_len
             assert ids[a - TASK.key_len - 1] == QUERY
-            assert np.array_equal(ids[a - TASK.key_len : a], ids[k : k + TASK.key_len]), (
-                "query repeats the key"
-            )
-            assert np.array_equal(ids[a : a + TASK.value_len], ids[v : v + TASK.value_len]), (
-                "answer is the value"
-            )
-            assert np.array_equal(
-                batch.targets[b, a - 1 : a - 1 + TASK.value_len], ids[a : a + TASK.value_len]
-            )
+            assert np.array_equal(ids[a - TASK.key_len : a], ids[k : k + TASK.key_len]), "query repeats the key"
+            assert np.array_equal(ids[a : a + TASK.value_len], ids[v : v + TASK.value_len]), "answer is the value"
+            assert np.array_equal(batch.targets[b, a - 1 : a - 1 + TASK.value_len], ids[a : a + TASK.value_len])
             query_start = TASK.seq_len - TASK.n_queries * TASK.query_len
             assert query_start - (v + TASK.value_len - 1) > TASK.min_distance
         assert (batch.targets[b] != IGNORE).sum() == TASK.n_queries * TASK.value_len

@@ -39,15 +39,11 @@ def main() -> None:
         start = max(e - WINDOW + 1, 0)
         if e - WINDOW + 1 < 0:
             ax.add_patch(
-                Rectangle(
-                    (e - WINDOW + 1, y), start - (e - WINDOW + 1), 0.6, fill=False, hatch="//", ec="grey"
-                )
+                Rectangle((e - WINDOW + 1, y), start - (e - WINDOW + 1), 0.6, fill=False, hatch="//", ec="grey")
             )
         visible = e <= QUERY
         ax.add_patch(
-            Rectangle(
-                (start, y), e + 1 - start, 0.6, facecolor="tab:green" if visible else "lightgrey", ec="black"
-            )
+            Rectangle((start, y), e + 1 - start, 0.6, facecolor="tab:green" if visible else "lightgrey", ec="black")
         )
         ax.text(
             e + 1.2,

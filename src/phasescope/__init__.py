@@ -5,3 +5,12 @@ when used.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``phasescope.sweep`` / ``analyze`` / ``report`` load torch only when first used."""
+    if name in ("sweep", "analyze", "report"):
+        from phasescope import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'phasescope' has no attribute {name!r}")

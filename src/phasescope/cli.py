@@ -58,9 +58,7 @@ def schemes() -> None:
 
 @app.command()
 def savings(
-    scheme: str = typer.Option(
-        "v4-csa", help="Named compression scheme used in every layer (see `schemes`)."
-    ),
+    scheme: str = typer.Option("v4-csa", help="Named compression scheme used in every layer (see `schemes`)."),
     preset: str = typer.Option("qwen3-0.6b", help="Model preset: qwen3-0.6b, small or tiny."),
     tokens: int = typer.Option(131072, min=1, help="Context length in tokens."),
     local: int = typer.Option(None, min=0, help="Override the scheme's raw local window L."),
@@ -77,9 +75,7 @@ def savings(
         cfg = get_preset(preset, vocab_size, get_scheme(scheme, **overrides))
     except ValueError as err:
         fail(str(err))
-    console.print(
-        f"{preset} with {scheme} in all {cfg.n_layers} layers: {compute(cfg, tokens, bytes_per_value)}"
-    )
+    console.print(f"{preset} with {scheme} in all {cfg.n_layers} layers: {compute(cfg, tokens, bytes_per_value)}")
 
 
 @app.command()
@@ -160,6 +156,118 @@ def train(
         f"(loss {result['eval_loss']:.3f}); by phase mod {result['phase_step']}: {phases}\n"
         f"run directory: {run_dir}"
     )
+
+
+def parse_offsets(text: str) -> list[int]:
+    """'0:24' (start:stop, stop excluded) or '0,1,5'."""
+    try:
+        if ":" in text:
+            start, stop = (int(x) for x in text.split(":"))
+            values = list(range(start, stop))
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise typer.BadParameter(f"{text!r}: use start:stop (e.g. 0:24) or a list (e.g. 0,1,2,3)")
+    return values
+
+
+@app.command()
+def sweep(
+    model: str = typer.Option(..., help="Model spec: a phasescope model directory (output of `phasescope train`)."),
+    probe: str = typer.Option("kv-retrieval", help="Probe: kv-retrieval or padding-completion."),
+    out: str = typer.Option(..., help="Run directory; rerunning the same command resumes an interrupted run."),
+    step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
+    align: int = typer.Option(None, min=0, help="Window align; default: the model's own config."),
+    offsets: str = typer.Option("0:24", help="Offsets d: start:stop or a comma list; >= two periods of the step."),
+    samples: int = typer.Option(50, min=1, help="Content samples; each is scored at every offset (paired)."),
+    design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
+    seed: int = typer.Option(0, help="Seed of the probe's content."),
+    batch_size: int = typer.Option(16, min=1, help="Sequences per forward pass."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Place the same content at every offset, score it, append records.jsonl (resumable)."""
+    import shlex
+    import sys
+
+    from phasescope.api import sweep as run
+
+    try:
+        result = run(
+            model,
+            probe,
+            step=step,
+            align=align,
+            offsets=parse_offsets(offsets),
+            samples=samples,
+            design=design,
+            seed=seed,
+            batch_size=batch_size,
+            out=out,
+            progress=progress,
+            command="phasescope " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        )
+    except ValueError as err:
+        fail(str(err))
+    if result.scored == 0:
+        console.print(f"{out}: already complete ({len(result.records)} records); nothing to score")
+    else:
+        console.print(f"{out}: scored {result.scored} records ({len(result.records)} in total)")
+
+
+@app.command()
+def analyze(
+    run_dir: str = typer.Argument(..., help="Run directory holding records.jsonl."),
+    resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples and permutations."),
+) -> None:
+    """Per-phase accuracy with CIs, gap with CI and p-value, detected period -> metrics.json."""
+    from phasescope.api import analyze as run
+
+    try:
+        metrics = run(run_dir, n_resamples=resamples)
+    except (ValueError, OSError) as err:
+        fail(str(err))
+    print_metrics(metrics, title=run_dir)
+
+
+def print_metrics(metrics: dict, title: str) -> None:
+    table = Table(title=f"{title}: step {metrics['step']}")
+    for col in ("phase", "n", "accuracy", "95% CI", "mean log p", "mean margin"):
+        table.add_column(col, justify="right")
+    for r in metrics["phases"]:
+        boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
+        margin = "-" if r["mean_margin"] is None else f"{r['mean_margin']:.2f}"
+        table.add_row(
+            f"{r['phase']}{boundary}",
+            str(r["n"]),
+            f"{r['accuracy']:.3f}",
+            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+            f"{r['mean_logprob']:.2f}",
+            margin,
+        )
+    console.print(table)
+    period = metrics["period"]
+    detected = f"period {period['detected']}" if period["detected"] else "no significant period"
+    console.print(
+        f"gap {metrics['gap_pp']:.1f} pp [{metrics['gap_ci_pp'][0]:.1f}, {metrics['gap_ci_pp'][1]:.1f}] "
+        f"p={metrics['gap_p_value']:.3g}; {detected}"
+        + (f" (p={period['p_value']:.3g})" if period.get("p_value") is not None else "")
+    )
+
+
+@app.command()
+def report(
+    run_dir: str = typer.Argument(..., help="Run directory (analyzed first if metrics.json is missing)."),
+) -> None:
+    """Figures (figures/*.png) and one self-contained report.html."""
+    from phasescope.api import report as run
+
+    try:
+        path = run(run_dir)
+    except (ValueError, OSError) as err:
+        fail(str(err))
+    console.print(f"report: {path}")
 
 
 def print_estimate(cfg) -> None:

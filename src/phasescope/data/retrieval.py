@@ -59,18 +59,13 @@ class RetrievalTask:
             "seq_len",
         ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(
-                    f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 1"
-                )
+                raise ValueError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 1")
         for name in ("max_gap", "min_distance"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(
-                    f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 0"
-                )
+                raise ValueError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 0")
         if self.n_queries > self.n_pairs:
             raise ValueError(
-                f"retrieval task: n_queries={self.n_queries} is invalid; "
-                f"allowed: at most n_pairs ({self.n_pairs})"
+                f"retrieval task: n_queries={self.n_queries} is invalid; allowed: at most n_pairs ({self.n_pairs})"
             )
         if self.n_keys**self.key_len < self.n_pairs:
             raise ValueError(
@@ -181,9 +176,7 @@ def sample_batch(task: RetrievalTask, batch_size: int, rng: np.random.Generator)
     return RetrievalBatch(*(np.stack(column) for column in zip(*rows, strict=True)))
 
 
-def phase_histogram(
-    task: RetrievalTask, steps: tuple[int, ...], n_rows: int, rng: np.random.Generator
-) -> dict:
+def phase_histogram(task: RetrievalTask, steps: tuple[int, ...], n_rows: int, rng: np.random.Generator) -> dict:
     """Share of queried value positions at each phase (align 0) for each step, over n_rows rows."""
     value_pos = np.concatenate([sample_row(task, rng)[3] for _ in range(n_rows)])
     return {s: np.bincount(value_pos % s, minlength=s) / len(value_pos) for s in steps}

@@ -59,9 +59,7 @@ def joint_attention(
     may_see_nothing = local == 0 and sink is None
     # Heads see different entries only when their entry ends differ (stagger) or a selector acts.
     per_head_mask = select is not None or (
-        kv.comp_end is not None
-        and kv.comp_end.shape[0] > 1
-        and not bool((kv.comp_end == kv.comp_end[:1]).all())
+        kv.comp_end is not None and kv.comp_end.shape[0] > 1 and not bool((kv.comp_end == kv.comp_end[:1]).all())
     )
     split = _can_split(q, kv, local, select)
     outs = []
@@ -227,11 +225,7 @@ def _segmented_attention(q, segments: list[Segment], sink):
             mask = mask[None, :, None].expand(1, hk, g, t, mask.shape[-1]).reshape(1, hk, g * t, -1)
             logits.append((rows @ keys.transpose(-1, -2)).masked_fill(~mask, float("-inf")))
             values.append(vals)
-    sink = (
-        None
-        if sink is None
-        else sink.to(q.dtype).view(1, hk, g, 1).expand(1, hk, g, t).reshape(1, hk, g * t, 1)
-    )
+    sink = None if sink is None else sink.to(q.dtype).view(1, hk, g, 1).expand(1, hk, g, t).reshape(1, hk, g * t, 1)
     top = rows.new_full((b, hk, g * t, 1), float("-inf"))
     for part in logits:
         top = torch.maximum(top, part.amax(dim=-1, keepdim=True))

@@ -17,9 +17,7 @@ class ModelConfig:
     n_kv_heads: int = 1
     head_dim: int = 16
     d_ff: int = 256
-    layers: tuple[CompressionConfig, ...] = field(
-        default_factory=lambda: (CompressionConfig(kind="full"),) * 2
-    )
+    layers: tuple[CompressionConfig, ...] = field(default_factory=lambda: (CompressionConfig(kind="full"),) * 2)
     rope: bool = True  # False = NoPE everywhere (compressed keys too)
     rope_theta: float = 10000.0
     token_shift: bool = False  # add a learned map of the previous token's embedding

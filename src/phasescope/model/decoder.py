@@ -78,9 +78,7 @@ class Attention(nn.Module):
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta) if cfg.rope else None
         self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if scheme.sink else None
         self.pooler = (
-            POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim)
-            if scheme.compressed
-            else None
+            POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim) if scheme.compressed else None
         )
 
     def rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -201,24 +199,18 @@ class Decoder(nn.Module):
         x = self.embed(input_ids)
         if self.shift is None:
             return x
-        prev_first = (
-            x.new_zeros(x[:, :1].shape) if cache is None or cache.prev_embed is None else cache.prev_embed
-        )
+        prev_first = x.new_zeros(x[:, :1].shape) if cache is None or cache.prev_embed is None else cache.prev_embed
         prev = torch.cat([prev_first, x[:, :-1]], dim=1)
         if cache is not None:
             cache.prev_embed = x[:, -1:]
         return x + self.shift(prev)
 
-    def forward(
-        self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None
-    ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None) -> torch.Tensor:
         """input_ids [B,T] -> logits [B,T,V] (float32)."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
         if cache is not None and start_pos != cache.length:
-            raise ValueError(
-                f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match"
-            )
+            raise ValueError(f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match")
         if input_ids.numel() and int(input_ids.max()) >= self.cfg.vocab_size:
             raise ValueError(f"token id {int(input_ids.max())} >= vocab_size {self.cfg.vocab_size}")
         x = self.embed_tokens(input_ids, cache)

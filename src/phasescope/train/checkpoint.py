@@ -34,9 +34,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(
-    out: Path, step: int, model: torch.nn.Module, optimizer, state: dict, keep: int = 2
-) -> Path:
+def save_checkpoint(out: Path, step: int, model: torch.nn.Module, optimizer, state: dict, keep: int = 2) -> Path:
     root = out / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
@@ -61,9 +59,7 @@ def latest_checkpoint(out: Path) -> Path | None:
         return None
     path = out / "checkpoints" / marker.read_text().strip()
     if not path.is_dir():
-        raise CheckpointError(
-            f"{marker} points to {path.name}, which does not exist; delete {marker} to restart"
-        )
+        raise CheckpointError(f"{marker} points to {path.name}, which does not exist; delete {marker} to restart")
     return path
 
 
@@ -74,7 +70,5 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
         load_model(model, str(path / "model.safetensors"), strict=True)
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     except (OSError, SafetensorError, RuntimeError, ValueError, json.JSONDecodeError) as err:
-        raise CheckpointError(
-            f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {err})"
-        ) from None
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {err})") from None
     return state

@@ -92,8 +92,7 @@ class TrainConfig:
         """The decoder config; ``compressed=False`` gives the warm-start (all full) model."""
         full = CompressionConfig(kind="full")
         layers = tuple(
-            full if (i in self.full_layers or not compressed) else self.scheme
-            for i in range(self.model.n_layers)
+            full if (i in self.full_layers or not compressed) else self.scheme for i in range(self.model.n_layers)
         )
         return replace(self.model, layers=layers)
 
@@ -161,7 +160,5 @@ def apply_overrides(cfg: TrainConfig, assignments: list[str]) -> TrainConfig:
             changes[section][name] = _parse_value(text, getattr(target, name))
         except ValueError as err:
             raise ValueError(f"--set {key}: {err}") from None
-    sections = {
-        name: replace(getattr(cfg, name), **edits) for name, edits in changes.items() if name and edits
-    }
+    sections = {name: replace(getattr(cfg, name), **edits) for name, edits in changes.items() if name and edits}
     return replace(cfg, **sections, **changes[""])

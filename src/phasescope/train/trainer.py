@@ -86,14 +86,10 @@ def evaluate(cfg: TrainConfig, model, n_batches: int) -> dict:
     model.eval()
     losses, correct, phases = [], [], []
     for i in range(n_batches):
-        batch = sample_batch(
-            cfg.task, cfg.batch_size, np.random.default_rng([cfg.seed, EVAL_SEED_OFFSET + i])
-        )
+        batch = sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([cfg.seed, EVAL_SEED_OFFSET + i]))
         ids, targets = to_torch(batch, slice(None))
         logits = model(ids)
-        losses.append(
-            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
-        )
+        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE))
         hit = logits.argmax(-1) == targets
         # answers are predicted from answer_pos-1 onward; a query is right when all its tokens are
         predicted_at = torch.from_numpy(batch.answer_pos[:, :, None] - 1 + np.arange(cfg.task.value_len))
@@ -142,9 +138,7 @@ def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
         )
 
 
-def train(
-    cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True, stop_at: int | None = None
-) -> dict:
+def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True, stop_at: int | None = None) -> dict:
     """Run (or continue) a training run; returns the last evaluation.
 
     ``stop_at``: checkpoint and return after this many steps (time-boxed jobs; ``--resume``
@@ -154,16 +148,12 @@ def train(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.batch_size % ddp.world:
-        raise ValueError(
-            f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})"
-        )
+        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
     out.mkdir(parents=True, exist_ok=True)
     if resume:
         _check_resume_config(out, cfg)
     elif latest_checkpoint(out) is not None:
-        raise CheckpointError(
-            f"{out} already holds a run; pass --resume to continue it or choose another --out"
-        )
+        raise CheckpointError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     if ddp.main:
         atomic_write_text(out / "train_config.json", cfg.to_json())
     logger = Logger(out / "log.jsonl", ddp.main)
@@ -247,9 +237,7 @@ def _switch_to_compressed(cfg: TrainConfig, full_model, ddp: Dist):
     model = build_model(cfg, compressed=True, seed=cfg.seed)
     missing, unexpected = model.load_state_dict(full_model.state_dict(), strict=False)
     if unexpected:
-        raise RuntimeError(
-            f"warm start: full-attention weights without a place in the compressed model: {unexpected}"
-        )
+        raise RuntimeError(f"warm start: full-attention weights without a place in the compressed model: {unexpected}")
     return model, make_optimizer(cfg, model), _wrap(model, ddp)
 
 

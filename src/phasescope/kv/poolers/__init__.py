@@ -7,8 +7,7 @@ from phasescope.kv.poolers.mlp import MLPPooler
 from phasescope.kv.poolers.scalar_gate import ScalarGatePooler
 
 POOLERS: dict[str, type[Pooler]] = {
-    cls.name: cls
-    for cls in (MeanPooler, ScalarGatePooler, ChannelGatePooler, ChannelGateNoBiasPooler, MLPPooler)
+    cls.name: cls for cls in (MeanPooler, ScalarGatePooler, ChannelGatePooler, ChannelGateNoBiasPooler, MLPPooler)
 }
 
 __all__ = ["POOLERS", "Pooler"]

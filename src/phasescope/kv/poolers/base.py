@@ -48,9 +48,7 @@ class Pooler(nn.Module):
         """feats [B,Hk,N,w,F], valid [Hk,N,w] -> (k, v) each [B,Hk,N,D]."""
         raise NotImplementedError
 
-    def reference_entry(
-        self, feats: torch.Tensor, slots: list[int], head: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def reference_entry(self, feats: torch.Tensor, slots: list[int], head: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Slow, loop-level definition of one entry for the tests.
 
         feats [B,n,F]: features of the n present slots, oldest first; ``slots`` their slot

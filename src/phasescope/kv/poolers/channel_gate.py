@@ -38,9 +38,7 @@ class ChannelGatePooler(Pooler):
         width = self.n_series * n_kv_heads * head_dim
         self.wkv = nn.Linear(d_model, width, bias=False)
         self.wgate = nn.Linear(d_model, width, bias=False)
-        self.position_bias = (
-            nn.Parameter(torch.zeros(cfg.window, n_kv_heads, head_dim)) if position_bias else None
-        )
+        self.position_bias = nn.Parameter(torch.zeros(cfg.window, n_kv_heads, head_dim)) if position_bias else None
         self.norm_weight = nn.Parameter(torch.ones(head_dim))
         # slot o reads series o // s
         self.register_buffer("slot_series", torch.arange(cfg.window) // cfg.step, persistent=False)

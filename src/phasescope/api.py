@@ -1,0 +1,111 @@
+"""The Python API: ``phasescope.sweep``, ``phasescope.analyze``, ``phasescope.report``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from phasescope.backends import LoadedModel, from_callable, load_spec
+from phasescope.backends.native import from_decoder
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.model.decoder import Decoder
+from phasescope.probes import PROBES, KVRetrievalProbe, KVRetrievalSpec, PaddingCompletionProbe, ProbeError
+from phasescope.probes.padding_completion import CompletionSpec
+from phasescope.sweep.run import SweepResult, read_records, run_sweep
+
+
+def resolve_model(model) -> LoadedModel:
+    if isinstance(model, LoadedModel):
+        return model
+    if isinstance(model, (str, Path)):
+        return load_spec(str(model))
+    if isinstance(model, Decoder):
+        return from_decoder(model, description="in-memory phasescope Decoder")
+    if callable(model):
+        return from_callable(model)
+    raise ValueError(f"model must be a spec string, a Decoder, or a callable input_ids -> logits; got {type(model)}")
+
+
+def build_probe(name: str, loaded: LoadedModel, *, design: str, task: RetrievalTask | None, tokenizer, completion):
+    if name not in PROBES:
+        raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
+    if name == "kv-retrieval":
+        task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
+        if task is None:
+            raise ProbeError("kv-retrieval on native ids needs the model's task: pass task=RetrievalTask(...)")
+        return KVRetrievalProbe(task, KVRetrievalSpec(design=design))
+    if tokenizer is None:
+        raise ProbeError("padding-completion needs a tokenizer (a HF model or tokenizer=...)")
+    return PaddingCompletionProbe(tokenizer, completion or CompletionSpec())
+
+
+def sweep(
+    model,
+    probe: str = "kv-retrieval",
+    *,
+    step: int | None = None,
+    align: int | None = None,
+    offsets=range(24),
+    samples: int = 50,
+    design: str = "shift-needle",
+    seed: int = 0,
+    batch_size: int = 16,
+    out: str | Path | None = None,
+    task: RetrievalTask | None = None,
+    tokenizer=None,
+    completion: CompletionSpec | None = None,
+    progress: bool = False,
+    command: str | None = None,
+) -> SweepResult:
+    """Score every content sample at every offset; with ``out``, a resumable run directory.
+
+    ``model``: a phasescope model directory, a ``Decoder``, or any callable
+    ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])``. ``step``/``align`` default
+    to the model's own compression geometry.
+    """
+    loaded = resolve_model(model)
+    step = step if step is not None else loaded.step
+    if step is None:
+        raise ProbeError("the model declares no compression step; pass step= (e.g. 4 for DeepSeek-V4)")
+    align = align if align is not None else loaded.align
+    if not 0 <= align < step:
+        raise ProbeError(f"align={align} is invalid; allowed: 0 <= align < step ({step})")
+    window = loaded.window if loaded.step == step else step
+    probe_obj = build_probe(probe, loaded, design=design, task=task, tokenizer=tokenizer, completion=completion)
+    return run_sweep(
+        loaded,
+        probe_obj,
+        offsets=list(offsets),
+        samples=samples,
+        seed=seed,
+        step=step,
+        align=align,
+        window=window,
+        batch_size=batch_size,
+        out=Path(out) if out is not None else None,
+        progress=progress,
+        command=command,
+    )
+
+
+def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
+    """Statistics from ``records.jsonl`` alone; writes ``metrics.json``."""
+    from phasescope.analysis.stats import analyze_records
+
+    run_dir = Path(run_dir)
+    records = read_records(run_dir / "records.jsonl")
+    spec_path = run_dir / "spec.json"
+    seed = json.loads(spec_path.read_text()).get("seed", 0) if spec_path.exists() else 0
+    metrics = analyze_records(records, seed=seed, n_resamples=n_resamples)
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    return metrics
+
+
+def report(run_dir: str | Path) -> Path:
+    """Figures and a self-contained report.html from metrics.json (analyzing first if needed)."""
+    from phasescope.report.html import write_report
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.json").exists():
+        analyze(run_dir)
+    return write_report(run_dir)

@@ -1,0 +1,20 @@
+"""Model backends: phasescope checkpoints and in-memory callables (more arrive with the backends issue)."""
+
+from phasescope.backends.base import LoadedModel
+from phasescope.backends.native import from_callable, load_native
+
+
+def load_spec(spec: str) -> LoadedModel:
+    """A model spec: a phasescope model directory (the output of `phasescope train`)."""
+    from pathlib import Path
+
+    path = Path(spec)
+    if (path / "model_config.json").exists():
+        return load_native(path)
+    raise ValueError(
+        f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
+        "pass the --out directory of `phasescope train`"
+    )
+
+
+__all__ = ["LoadedModel", "from_callable", "load_native", "load_spec"]

@@ -1,0 +1,55 @@
+"""A phasescope model directory (``phasescope train`` output) or an in-memory callable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from phasescope.backends.base import LoadedModel
+from phasescope.model.decoder import Decoder
+from phasescope.model.load import load_model_dir
+
+
+def fingerprint_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+def from_decoder(model: Decoder, fingerprint: str = "", task: dict | None = None, description: str = "") -> LoadedModel:
+    compressed = [layer for layer in model.cfg.layers if layer.compressed]
+    geometry = compressed[0] if compressed else None
+
+    def logits(ids: torch.Tensor) -> torch.Tensor:
+        return model(ids)
+
+    return LoadedModel(
+        logits=logits,
+        vocab_size=model.cfg.vocab_size,
+        step=geometry.step if geometry else None,
+        align=geometry.align if geometry else 0,
+        window=geometry.window if geometry else None,
+        fingerprint=fingerprint,
+        task=task,
+        description=description,
+    )
+
+
+def load_native(path: str | Path) -> LoadedModel:
+    path = Path(path)
+    model = load_model_dir(path)
+    train_cfg = path / "train_config.json"
+    task = json.loads(train_cfg.read_text())["task"] if train_cfg.exists() else None
+    return from_decoder(model, fingerprint_file(path / "model.safetensors"), task, f"phasescope model {path}")
+
+
+def from_callable(fn, vocab_size: int | None = None, step: int | None = None, align: int = 0) -> LoadedModel:
+    """Any ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])`` callable."""
+    if isinstance(fn, Decoder):
+        return from_decoder(fn)
+    return LoadedModel(logits=fn, vocab_size=vocab_size, step=step, align=align, description=repr(fn)[:80])

@@ -1,0 +1,161 @@
+"""``kv-retrieval``: a haystack of key->value pairs, then a query for one key (the needle).
+
+Native ids reuse the training generator (phasescope.data.retrieval.sample_row): each
+content sample is a training row cut after its first query's key, so evaluation sees the
+training distribution. The queried pair (the needle) is taken out of the row and put back
+at a fixed base position, the same for every content sample, so at offset d every
+sample's anchor sits at ``base + d``: one phase per offset.
+
+Shift-needle (content and total length fixed, query position fixed): the needle is put
+back after the first ``base + d`` tokens of the row without it, so it slides through the
+haystack (a pair it lands in is split; that pair is never queried or scored)::
+
+    BOS  f K V f K V ... [Kn Vn] ... K V f K V  f f f ... f | Q Kn -> Vn
+                         ^key_pos = base + d                  ^ answer_pos (fixed)
+
+Pad-prefix: the needle at ``base`` and the first d tokens of a fixed random filler string
+right after BOS, so everything after BOS shifts by d. The anchor is the needle's first
+value token; the query is always more than ``min_distance`` tokens after the needle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from phasescope.data.retrieval import RetrievalTask, sample_row
+from phasescope.probes.base import Probe, ProbeError, ProbeItem
+
+DESIGNS = ("shift-needle", "pad-prefix")
+
+
+@dataclass(frozen=True)
+class KVRetrievalSpec:
+    n_pairs: int | None = None  # pairs in the haystack (default: the task's); longer rows when raised
+    n_distractors: int = 3  # other values scored as candidates (nearest unsplit pairs first)
+    design: str = "shift-needle"
+
+    def __post_init__(self) -> None:
+        if self.design not in DESIGNS:
+            raise ProbeError(f"design={self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
+        if self.n_distractors < 0 or (self.n_pairs is not None and self.n_pairs < 2):
+            raise ProbeError("n_distractors must be >= 0 and n_pairs >= 2")
+
+
+class KVRetrievalProbe(Probe):
+    name = "kv-retrieval"
+    summary = "haystack of key->value pairs; query one key, the answer is its value"
+    has_keys = True
+
+    def __init__(self, task: RetrievalTask, spec: KVRetrievalSpec | None = None):
+        self.params = spec or KVRetrievalSpec()
+        if self.params.n_pairs and self.params.n_pairs != task.n_pairs:  # scale the haystack, keep the rest
+            extra = (self.params.n_pairs - task.n_pairs) * (task.pair_len + task.max_gap)
+            task = replace(task, n_pairs=self.params.n_pairs, seq_len=task.seq_len + max(extra, 0))
+        self.task = task
+        if self.params.n_distractors > task.n_pairs - 2:
+            raise ProbeError(f"n_distractors={self.params.n_distractors} needs more pairs than {task.n_pairs}")
+
+    def spec(self) -> dict:
+        return {"probe": self.name, **asdict(self.params), "task": self.task.to_dict()}
+
+    def base(self, span: int) -> int:
+        """Needle key position at offset 0: the middle of the room the haystack leaves."""
+        t = self.task
+        query_start = t.seq_len - t.n_queries * t.query_len
+        last = query_start - t.min_distance - t.pair_len - span - 1  # latest start keeping the distance
+        if last < 1:
+            raise ProbeError(
+                f"offsets up to {span} do not fit: the haystack leaves {query_start - t.min_distance - t.pair_len} "
+                "positions for the needle; use fewer offsets or a longer task (task.seq_len)"
+            )
+        return 1 + (last - 1) // 2
+
+    def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
+        if min(offsets) < 0:
+            raise ProbeError(f"offsets must be >= 0; got {min(offsets)}")
+        span = max(offsets)
+        base = self.base(span)
+        out = []
+        for content_id in range(n_samples):
+            content = self._content(span, rng)
+            out += [self._place(content, content_id, d, base) for d in offsets]
+        return out
+
+    def _content(self, span: int, rng: np.random.Generator) -> dict:
+        """A training row, cut after the first query's key, with its needle taken out."""
+        t = self.task
+        tokens, _, key_pos, value_pos, answer_pos = sample_row(t, rng)
+        key_start, answer = int(key_pos[0]), int(answer_pos[0])
+        needle = [int(x) for x in tokens[key_start : key_start + t.pair_len]]
+        haystack = [int(x) for x in tokens[:key_start]] + [int(x) for x in tokens[key_start + t.pair_len : answer]]
+        pair_starts = [p for p in _pair_starts(tokens, t) if p != key_start]
+        return {
+            "needle": needle,
+            "haystack": haystack,
+            "pairs": pair_starts,
+            "tokens": tokens,
+            "key": key_start,
+            "pad": [int(x) for x in rng.choice(t.filler_ids, size=span)],
+        }
+
+    def _place(self, content: dict, content_id: int, d: int, base: int) -> ProbeItem:
+        t, p = self.task, self.params
+        at = base + (d if p.design == "shift-needle" else 0)  # in the haystack without the needle
+        pad = content["pad"][:d] if p.design == "pad-prefix" else []
+        hay = content["haystack"]
+        prompt = hay[:1] + pad + hay[1:at] + content["needle"] + hay[at:]
+        key_pos = len(pad) + at
+        value_ids = content["needle"][t.key_len :]
+        candidates = {"right": value_ids}
+        for name, values in self._distractors(content, at):
+            candidates[name] = values
+        value_pos = key_pos + t.key_len
+        item = ProbeItem(
+            content_id=content_id,
+            offset=d,
+            input_ids=prompt,
+            candidates=candidates,
+            target="right",
+            anchor_pos=value_pos,
+            answer_pos=len(prompt),
+            key_pos=key_pos,
+            value_pos=value_pos,
+            value_last=value_pos + t.value_len - 1,
+        )
+        if (
+            prompt[value_pos : value_pos + t.value_len] != value_ids
+            or prompt[-t.key_len :] != content["needle"][: t.key_len]
+        ):
+            raise ProbeError(f"internal: needle not at its planned position {key_pos}")
+        return item
+
+    def _distractors(self, content: dict, at: int) -> list[tuple[str, list[int]]]:
+        """Values of the pairs nearest the needle's new place that it does not split."""
+        t, tokens = self.task, content["tokens"]
+        removed = content["key"]
+        out = []
+        for start in content["pairs"]:
+            start_in_hay = start if start < removed else start - t.pair_len
+            if start_in_hay < at < start_in_hay + t.pair_len:  # split by the needle
+                continue
+            values = [int(x) for x in tokens[start + t.key_len : start + t.pair_len]]
+            if values != content["needle"][t.key_len :]:
+                out.append((abs(start_in_hay - at), f"pair@{start_in_hay}", values))
+        out.sort()
+        return [(name, values) for _, name, values in out[: self.params.n_distractors]]
+
+
+def _pair_starts(tokens: np.ndarray, task: RetrievalTask) -> list[int]:
+    """Key starts of the haystack pairs (keys come from the key id range; queries excluded)."""
+    keys = (tokens >= task.key_ids[0]) & (tokens <= task.key_ids[-1])
+    query_start = task.seq_len - task.n_queries * task.query_len
+    starts, p = [], 1
+    while p < query_start:
+        if keys[p]:
+            starts.append(p)
+            p += task.pair_len
+        else:
+            p += 1
+    return starts

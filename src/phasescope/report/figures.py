@@ -1,0 +1,83 @@
+"""Figures from metrics.json (no model, no records needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
+    rows = metrics["phases"]
+    phases = [r["phase"] for r in rows]
+    acc = np.array([r["accuracy"] for r in rows])
+    low = acc - np.array([r["ci_low"] for r in rows])
+    high = np.array([r["ci_high"] for r in rows]) - acc
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    colors = ["tab:red" if p == metrics["step"] - 1 else "tab:blue" for p in phases]
+    ax.bar(phases, acc, yerr=[low, high], color=colors, capsize=4, alpha=0.8)
+    ax.set_xticks(phases, [f"{p}{' (boundary)' if p == metrics['step'] - 1 else ''}" for p in phases], fontsize=8)
+    ax.set_xlabel("phase of the anchor ((position - align) mod step)")
+    ax.set_ylabel("accuracy (Wilson 95% CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title or f"gap {metrics['gap_pp']:.1f} pp, p = {metrics['gap_p_value']:.2g}", fontsize=9)
+    _save(fig, path)
+
+
+def offset_accuracy(metrics: dict, path: Path) -> None:
+    offsets, acc = metrics["offsets"], metrics["accuracy_by_offset"]
+    period = metrics["period"]["detected"]
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    if period:
+        for start in range(min(offsets), max(offsets) + 1, 2 * period):
+            ax.axvspan(start - 0.5, start + period - 0.5, color="tab:orange", alpha=0.12)
+    ax.plot(offsets, acc, "o-", color="tab:blue")
+    ax.set_xlabel("offset d")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1.05)
+    label = f"detected period {period}" if period else "no significant period"
+    ax.set_title(f"accuracy over offsets ({label}; shaded: alternate periods)", fontsize=9)
+    _save(fig, path)
+
+
+def periodogram(metrics: dict, path: Path) -> None:
+    explained = metrics["period"].get("explained") or {}
+    periods = [int(p) for p in explained]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    colors = ["tab:orange" if p == metrics["period"]["detected"] else "tab:gray" for p in periods]
+    ax.bar(periods, list(explained.values()), color=colors)
+    ax.set_xlabel("candidate period P")
+    ax.set_ylabel("variance over offsets explained by d mod P")
+    p_value = metrics["period"].get("p_value")
+    ax.set_title(f"periodogram (permutation p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
+    _save(fig, path)
+
+
+def margin_by_phase(metrics: dict, path: Path) -> None:
+    rows = [r for r in metrics["phases"] if r.get("mean_margin") is not None]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.bar([r["phase"] for r in rows], [r["mean_margin"] for r in rows], color="tab:green", alpha=0.8)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("phase")
+    ax.set_ylabel("mean log p(right) - max log p(wrong)")
+    ax.set_title("log-prob margin per phase", fontsize=9)
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+FIGURES = {
+    "phase_accuracy.png": phase_accuracy,
+    "offset_accuracy.png": offset_accuracy,
+    "periodogram.png": periodogram,
+    "margin_by_phase.png": margin_by_phase,
+}

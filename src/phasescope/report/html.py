@@ -1,0 +1,77 @@
+"""One self-contained report.html: figures embedded, metrics table, spec, how to reproduce."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from phasescope.report.figures import FIGURES
+
+
+def write_report(run_dir: Path) -> Path:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    spec_path = run_dir / "spec.json"
+    spec = json.loads(spec_path.read_text()) if spec_path.exists() else {}
+    images = []
+    for name, draw in FIGURES.items():
+        path = run_dir / "figures" / name
+        draw(metrics, path)
+        images.append((name, base64.b64encode(path.read_bytes()).decode()))
+    page = _page(run_dir, metrics, spec, images)
+    out = run_dir / "report.html"
+    out.write_text(page)
+    return out
+
+
+def _phase_table(metrics: dict) -> str:
+    head = "<tr><th>phase</th><th>n</th><th>accuracy</th><th>95% CI</th><th>mean log p</th><th>mean margin</th></tr>"
+    rows = []
+    for r in metrics["phases"]:
+        boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
+        margin = "" if r["mean_margin"] is None else f"{r['mean_margin']:.3f}"
+        rows.append(
+            f"<tr><td>{r['phase']}{boundary}</td><td>{r['n']}</td><td>{r['accuracy']:.3f}</td>"
+            f"<td>[{r['ci_low']:.3f}, {r['ci_high']:.3f}]</td><td>{r['mean_logprob']:.3f}</td><td>{margin}</td></tr>"
+        )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _summary(metrics: dict) -> str:
+    period = metrics["period"]
+    detected = f"period {period['detected']}" if period["detected"] else "no significant period"
+    lines = [
+        f"overall accuracy {metrics['overall_accuracy']:.3f} over {metrics['n_records']} records "
+        f"({metrics['n_contents']} contents x {len(metrics['offsets'])} offsets)",
+        f"gap {metrics['gap_pp']:.1f} pp, 95% CI [{metrics['gap_ci_pp'][0]:.1f}, {metrics['gap_ci_pp'][1]:.1f}], "
+        f"permutation p = {metrics['gap_p_value']:.3g}; homogeneity p = {metrics['homogeneity_p_value']:.3g}",
+        f"{detected} (p = {period['p_value']:.3g})" if period.get("p_value") is not None else detected,
+    ]
+    if metrics.get("windows"):
+        w = metrics["windows"]
+        lines.append(
+            "same-window accuracy "
+            + ", ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})" for k, v in w.items() if v["accuracy"] is not None)
+        )
+    return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
+
+
+def _page(run_dir: Path, metrics: dict, spec: dict, images: list[tuple[str, str]]) -> str:
+    figures = "".join(f'<figure><img alt="{n}" src="data:image/png;base64,{b}"></figure>' for n, b in images)
+    manifest_path = run_dir / "manifest.json"
+    command = json.loads(manifest_path.read_text()).get("command") if manifest_path.exists() else None
+    reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>phasescope report: {html.escape(str(run_dir))}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}figure{{display:inline-block;margin:4px}}
+pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}</style></head><body>
+<h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics["step"]}</p>
+{_summary(metrics)}
+<h2>Per-phase accuracy</h2>{_phase_table(metrics)}
+<h2>Figures</h2>{figures}
+<h2>Spec</h2><pre>{html.escape(json.dumps(spec, indent=2))}</pre>
+<h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>
+</body></html>
+"""

@@ -1,0 +1,56 @@
+"""Score probe items: greedy correctness and teacher-forced log-probs of every candidate.
+
+Shape legend: B sequences in a batch, T tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from phasescope.probes.base import ProbeItem
+
+PAD_ID = 0  # right padding; a causal model's logits before the padding are unaffected
+
+
+def _forward(logits_fn, sequences: list[list[int]]) -> torch.Tensor:
+    """Right-pad to one length and run the model: log-probs [B,T,V] (float32)."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    with torch.no_grad():
+        return torch.log_softmax(logits_fn(ids).float(), dim=-1)
+
+
+def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
+    """One result per item: correct, logprob_target, logprobs {candidate: log-prob}."""
+    single_token = all(len(c) == 1 for item in items for c in item.candidates.values())
+    if single_token:  # every candidate is read from the distribution after the prompt
+        logp = _forward(logits_fn, [item.input_ids for item in items])
+        results = []
+        for i, item in enumerate(items):
+            dist = logp[i, item.answer_pos - 1]
+            scores = {name: float(dist[tokens[0]]) for name, tokens in item.candidates.items()}
+            right = item.candidates[item.target][0]
+            results.append(_result(item, scores, bool(int(dist.argmax()) == right)))
+        return results
+    sequences, owners = [], []
+    for i, item in enumerate(items):
+        for name, tokens in item.candidates.items():
+            sequences.append(item.input_ids + tokens)
+            owners.append((i, name))
+    logp = _forward(logits_fn, sequences)
+    scores: list[dict] = [{} for _ in items]
+    correct = [False] * len(items)
+    for row, (i, name) in enumerate(owners):
+        item, tokens = items[i], items[i].candidates[name]
+        at = torch.arange(item.answer_pos - 1, item.answer_pos - 1 + len(tokens))
+        wanted = torch.tensor(tokens)
+        scores[i][name] = float(logp[row, at, wanted].sum())
+        if name == item.target:  # greedy decoding reproduces the answer iff every argmax matches
+            correct[i] = bool((logp[row, at].argmax(-1) == wanted).all())
+    return [_result(item, scores[i], correct[i]) for i, item in enumerate(items)]
+
+
+def _result(item: ProbeItem, scores: dict, correct: bool) -> dict:
+    return {"correct": correct, "logprob_target": scores[item.target], "logprobs": scores}
