@@ -11,7 +11,7 @@ runner = CliRunner()
 def test_help_lists_commands():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("schemes", "savings", "demo"):
+    for command in ("schemes", "savings", "demo", "cache-demo", "train", "recipes", "sweep", "analyze", "report"):
         assert command in result.output
 
 
@@ -38,6 +38,6 @@ def test_bad_input_is_a_clear_error_not_a_traceback():
 
 
 def test_engine_demo_runs_and_reports_cache_savings():
-    result = runner.invoke(app, ["demo", "--tokens", "256"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["cache-demo", "--tokens", "256"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "v4-csa" in result.output and "vs full" in result.output

@@ -11,7 +11,7 @@ from phasescope.data.retrieval import RetrievalTask
 from phasescope.model.decoder import Decoder
 from phasescope.probes import PROBES, KVRetrievalProbe, KVRetrievalSpec, PaddingCompletionProbe, ProbeError
 from phasescope.probes.padding_completion import CompletionSpec
-from phasescope.sweep.run import SweepResult, read_records, run_sweep
+from phasescope.run.orchestrator import SweepResult, read_records, run_sweep
 
 
 def resolve_model(model) -> LoadedModel:
@@ -103,7 +103,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
 
 def report(run_dir: str | Path) -> Path:
     """Figures and a self-contained report.html from metrics.json (analyzing first if needed)."""
-    from phasescope.report.html import write_report
+    from phasescope.reporting.html import write_report
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():

@@ -80,10 +80,25 @@ def savings(
 
 @app.command()
 def demo(
+    out: str = typer.Option("runs/demo", help="Where the two run directories and reports go."),
+    retrain: bool = typer.Option(False, help="Retrain both models from scratch first (about 10 minutes)."),
+    samples: int = typer.Option(64, min=8, help="Content samples per model (each at 24 offsets)."),
+) -> None:
+    """The main job: sweep, analyze and report a tiny step-4 compressed model and its
+    full-attention control shipped with phasescope; prints their per-phase tables side by side."""
+    from pathlib import Path
+
+    from phasescope.demo import run_demo
+
+    run_demo(Path(out), retrain, samples, console)
+
+
+@app.command("cache-demo")
+def cache_demo(
     tokens: int = typer.Option(2048, min=16, help="Prompt length for the cache measurement."),
 ) -> None:
-    """End-to-end check of the engine: build a tiny compressed model and its full-attention
-    control, prefill a prompt, decode, and print the measured KV-cache savings."""
+    """Engine check: build tiny compressed models and a full-attention control, prefill a
+    prompt, decode, and print the measured KV-cache savings."""
     from phasescope.engine_demo import run_engine_demo
 
     run_engine_demo(tokens, console)
@@ -189,9 +204,29 @@ def sweep(
 ) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     import shlex
-    import sys
 
     from phasescope.api import sweep as run
+
+    args = [
+        "--model",
+        model,
+        "--probe",
+        probe,
+        "--out",
+        out,
+        "--offsets",
+        offsets,
+        "--samples",
+        str(samples),
+        "--design",
+        design,
+        "--seed",
+        str(seed),
+        "--batch-size",
+        str(batch_size),
+    ]
+    args += ["--step", str(step)] if step is not None else []
+    args += ["--align", str(align)] if align is not None else []
 
     try:
         result = run(
@@ -206,7 +241,7 @@ def sweep(
             batch_size=batch_size,
             out=out,
             progress=progress,
-            command="phasescope " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
         )
     except ValueError as err:
         fail(str(err))

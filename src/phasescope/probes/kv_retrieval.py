@@ -141,10 +141,14 @@ class KVRetrievalProbe(Probe):
             if start_in_hay < at < start_in_hay + t.pair_len:  # split by the needle
                 continue
             values = [int(x) for x in tokens[start + t.key_len : start + t.pair_len]]
-            if values != content["needle"][t.key_len :]:
-                out.append((abs(start_in_hay - at), f"pair@{start_in_hay}", values))
+            out.append((abs(start_in_hay - at), f"pair@{start_in_hay}", values))
         out.sort()
-        return [(name, values) for _, name, values in out[: self.params.n_distractors]]
+        chosen, seen = [], {tuple(content["needle"][t.key_len :])}
+        for _, name, values in out:  # values repeat across pairs (drawn with replacement): keep distinct ones
+            if tuple(values) not in seen and len(chosen) < self.params.n_distractors:
+                seen.add(tuple(values))
+                chosen.append((name, values))
+        return chosen
 
 
 def _pair_starts(tokens: np.ndarray, task: RetrievalTask) -> list[int]:

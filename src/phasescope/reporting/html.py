@@ -7,7 +7,7 @@ import html
 import json
 from pathlib import Path
 
-from phasescope.report.figures import FIGURES
+from phasescope.reporting.figures import FIGURES
 
 
 def write_report(run_dir: Path) -> Path:

@@ -19,7 +19,7 @@ import numpy as np
 
 from phasescope.backends.base import LoadedModel
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
-from phasescope.sweep.scoring import score_items
+from phasescope.run.scoring import score_items
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""Probes are token-exact: the anchor lands where planned at every offset."""
+
+import re
+
+import numpy as np
+import pytest
+
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.probes import CompletionSpec, KVRetrievalProbe, KVRetrievalSpec, PaddingCompletionProbe, ProbeError
+
+TASK = RetrievalTask(
+    n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
+)
+OFFSETS = list(range(24))
+
+
+@pytest.mark.parametrize("design", ["shift-needle", "pad-prefix"])
+def test_kv_retrieval_anchor_lands_at_base_plus_offset_for_every_content(design):
+    probe = KVRetrievalProbe(TASK, KVRetrievalSpec(design=design))
+    items = probe.items(OFFSETS, 5, np.random.default_rng(0))
+    base = probe.base(max(OFFSETS))
+    for item in items:
+        assert item.key_pos == base + item.offset
+        assert item.anchor_pos == item.value_pos == item.key_pos + TASK.key_len
+        assert item.input_ids[item.value_pos : item.value_last + 1] == item.candidates["right"]
+        assert item.input_ids[-TASK.key_len :] == item.input_ids[item.key_pos : item.key_pos + TASK.key_len]
+        assert item.answer_pos == len(item.input_ids)
+        assert item.answer_pos - item.value_last > TASK.min_distance, "the query is beyond the raw window"
+        assert len(set(map(tuple, item.candidates.values()))) == len(item.candidates), "candidates differ"
+    by_content = {}
+    for item in items:
+        by_content.setdefault(item.content_id, []).append(item)
+    for group in by_content.values():
+        lengths = {len(it.input_ids) for it in group}
+        if design == "shift-needle":
+            assert len(lengths) == 1, "total length and query position are fixed"
+            # the same content: removing the needle gives one sequence for every offset
+            rest = {tuple(it.input_ids[: it.key_pos] + it.input_ids[it.key_pos + TASK.pair_len :]) for it in group}
+            assert len(rest) == 1
+        else:
+            assert sorted(lengths) == sorted(len(group[0].input_ids) + d for d in range(len(group)))
+            tails = {tuple(it.input_ids[1 + it.offset :]) for it in group}
+            assert len(tails) == 1, "pad-prefix shifts identical content"
+
+
+def test_kv_retrieval_rejects_offsets_that_do_not_fit():
+    with pytest.raises(ProbeError, match="do not fit"):
+        KVRetrievalProbe(TASK).items(list(range(200)), 1, np.random.default_rng(0))
+
+
+def _bpe_tokenizer():
+    """A byte-level BPE trained here on Python-like text (no downloads)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    corpus = [
+        "import torch\ndef f(x):\n    return x.to(torch.float32)\n",
+        '    """Docstring.\n    ========\n    """\n',
+        "y = (x * scale).clamp(-448.0, 448.0)\nreturn y.to(torch.float8_e4m3fn)\n",
+        "a == b; c = d; e = = f; ==== ===\n",
+    ] * 50
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        corpus, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    )
+    return tok
+
+
+def test_padding_completion_anchor_lands_where_planned_with_a_local_bpe():
+    tok = _bpe_tokenizer()
+    probe = PaddingCompletionProbe(tok)
+    items = probe.items(OFFSETS, 1, np.random.default_rng(0))
+    base = items[0].answer_pos
+    for item in items:
+        assert item.anchor_pos == item.answer_pos == base + item.offset == len(item.input_ids)
+        assert set(item.candidates) == {"right", "wrong"}
+    assert probe.unit is not None
+    assert len(tok.encode(probe.unit * 5).ids) == 5
+
+
+class MergingTokenizer:
+    """Merges any run of '=' and spaces into one token: no pad unit can work."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [hash(piece) % 1000 for piece in re.findall(r"[= ]+|\w+|[^\w= ]", text)]
+
+
+def test_pad_unit_that_merges_is_rejected_with_a_clear_error():
+    with pytest.raises(ProbeError, match="no pad unit adds exactly one token per repeat"):
+        PaddingCompletionProbe(MergingTokenizer()).items(OFFSETS, 1, np.random.default_rng(0))
+
+
+def test_completion_spec_from_file_validates(tmp_path):
+    path = tmp_path / "probe.json"
+    path.write_text('{"prompt": "x = {pad} y", "candidates": {"a": "1"}, "target": "b"}')
+    with pytest.raises(ProbeError, match="target 'b' is not one of the candidates"):
+        CompletionSpec.from_file(path)

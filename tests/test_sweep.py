@@ -1,0 +1,125 @@
+"""The sweep end to end: planted model, resumable run directory, clear errors."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import phasescope
+from phasescope.backends import from_callable
+from phasescope.data.retrieval import QUERY, RetrievalTask
+from phasescope.probes import ProbeError
+
+TASK = RetrievalTask(
+    n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
+)
+
+
+class PhaseBlindAtBoundary:
+    """A planted model for the retrieval probe: it answers right unless the needle's value
+    sits at phase 3 (mod 4), where it guesses the value one pair later (a planted 100 pp gap)."""
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, TASK.vocab_size)
+        for b, row in enumerate(ids.tolist()):
+            end = len(row) - 1
+            while row[end] == 0:  # right padding
+                end -= 1
+            key = row[end]
+            assert row[end - 1] == QUERY
+            pos = max(p for p in range(1, end - 1) if row[p] == key)  # the needle's key in the haystack
+            answer = row[pos + 1] if (pos + 1) % 4 != 3 else TASK.value_ids[0]
+            logits[b, end, answer] = 10.0
+        return logits
+
+
+def planted_model():
+    return from_callable(PhaseBlindAtBoundary(), vocab_size=TASK.vocab_size, step=4, align=0)
+
+
+def test_planted_model_gives_period_four_and_full_gap(tmp_path):
+    phasescope.sweep(planted_model(), task=TASK, samples=6, out=tmp_path, design="pad-prefix")
+    metrics = phasescope.analyze(tmp_path, n_resamples=300)
+    assert metrics["period"]["detected"] == 4
+    assert [round(r["accuracy"], 3) for r in metrics["phases"]][3] < 0.2
+    assert metrics["gap_pp"] > 80
+    record = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
+    for field in (
+        "content_id",
+        "offset",
+        "phase",
+        "step",
+        "align",
+        "anchor_pos",
+        "key_pos",
+        "value_pos",
+        "answer_pos",
+        "same_window",
+        "correct",
+        "logprob_target",
+        "logprobs",
+    ):
+        assert field in record
+    assert {"spec.json", "manifest.json", "records.jsonl", "metrics.json"} <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_interrupted_sweep_resumes_to_byte_identical_metrics(tmp_path):
+    from phasescope.kv import scheme
+    from phasescope.model import Decoder, preset
+
+    torch.manual_seed(0)
+    model = Decoder(preset("tiny", TASK.vocab_size, scheme("tiny-4")))
+    kwargs = dict(task=TASK, samples=4, batch_size=5)
+    phasescope.sweep(model, out=tmp_path / "whole", **kwargs)
+    phasescope.analyze(tmp_path / "whole", n_resamples=200)
+
+    part = tmp_path / "part"
+    phasescope.sweep(model, out=part, **kwargs)
+    lines = (part / "records.jsonl").read_text().splitlines(keepends=True)
+    (part / "records.jsonl").write_text("".join(lines[:37]) + lines[37][:25])  # killed mid-write
+    again = phasescope.sweep(model, out=part, **kwargs)
+    assert again.scored == len(lines) - 37
+    phasescope.analyze(part, n_resamples=200)
+    assert (part / "metrics.json").read_bytes() == (tmp_path / "whole" / "metrics.json").read_bytes()
+    assert phasescope.sweep(model, out=part, **kwargs).scored == 0, "a finished run is skipped"
+
+
+def test_bad_sweeps_fail_before_scoring(tmp_path):
+    model = planted_model()
+    with pytest.raises(ProbeError, match="fewer than two periods"):
+        phasescope.sweep(model, task=TASK, offsets=range(6))
+    small = from_callable(PhaseBlindAtBoundary(), vocab_size=20, step=4)
+    with pytest.raises(ProbeError, match="vocabulary has 20 ids"):
+        phasescope.sweep(small, task=TASK, samples=1)
+    with pytest.raises(ProbeError, match="unknown probe"):
+        phasescope.sweep(model, probe="haystack", task=TASK)
+    with pytest.raises(ProbeError, match="declares no compression step"):
+        phasescope.sweep(from_callable(PhaseBlindAtBoundary()), task=TASK)
+    phasescope.sweep(model, task=TASK, samples=1, out=tmp_path)
+    with pytest.raises(ProbeError, match="holds a different sweep"):
+        phasescope.sweep(model, task=TASK, samples=2, out=tmp_path)
+
+
+def test_cli_sweep_analyze_report_on_a_trained_checkpoint(tmp_path):
+    from phasescope.cli import app
+    from phasescope.train.config import apply_overrides
+    from phasescope.train.recipes import get_recipe
+    from phasescope.train.trainer import train
+
+    cfg = apply_overrides(get_recipe("tiny-s4"), ["steps=4", "warm_start_steps=0", "eval_batches=1", "batch_size=8"])
+    train(cfg, tmp_path / "model", progress=False)
+    runner = CliRunner()
+    run = str(tmp_path / "run")
+    result = runner.invoke(
+        app, ["sweep", "--model", str(tmp_path / "model"), "--out", run, "--samples", "3", "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["analyze", run, "--resamples", "200"], env={"COLUMNS": "150"})
+    assert result.exit_code == 0 and "(boundary)" in result.output
+    result = runner.invoke(app, ["report", run])
+    assert result.exit_code == 0
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4 and "phasescope sweep" in page
+    bad = runner.invoke(app, ["sweep", "--model", str(tmp_path), "--out", run])
+    assert bad.exit_code == 2 and "not a phasescope model directory" in bad.output
