@@ -82,7 +82,7 @@ def savings(
 def demo(
     out: str = typer.Option("runs/demo", help="Where the two run directories and reports go."),
     retrain: bool = typer.Option(False, help="Retrain both models from scratch first (about 10 minutes)."),
-    samples: int = typer.Option(64, min=8, help="Content samples per model (each at 24 offsets)."),
+    samples: int = typer.Option(256, min=8, help="Content samples per model (each at 24 offsets)."),
 ) -> None:
     """The main job: sweep, analyze and report a tiny step-4 compressed model and its
     full-attention control shipped with phasescope; prints their per-phase tables side by side."""

@@ -16,10 +16,10 @@ from rich.table import Table
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
 MODELS = {"tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)", "tiny-full": "full-attention control"}
-DEMO_SAMPLES = 64
+DEMO_SAMPLES = 256
 # pad-prefix moves everything but the phase identically, so one content sample differs across
 # offsets only in how it sits against the compression windows.
-DEMO_DESIGN = "pad-prefix"
+DEMO_DESIGN = "shift-needle"
 
 
 def model_dirs(out: Path, retrain: bool, console: Console) -> dict[str, Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import f as f_dist
 from scipy.stats import norm
 
 REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
@@ -152,9 +153,18 @@ def permutation_tests(t: Table, rng: np.random.Generator, n_perm: int = 2000) ->
     return float(p_gap), float(p_var)
 
 
-def _explained(acc_by_offset: np.ndarray, offsets: np.ndarray, periods: list[int]) -> np.ndarray:
-    """Fraction of variance over offsets explained by offset mod P: [..., len(periods)]."""
+def _detrend(acc_by_offset: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Residual after a least-squares line over offsets: a drift with the needle's distance to
+    the query (shift-needle) is not a period."""
+    x = (offsets - offsets.mean()) / max(offsets.std(), 1e-12)
     centred = acc_by_offset - acc_by_offset.mean(-1, keepdims=True)
+    slope = (centred * x).sum(-1, keepdims=True) / (x * x).sum()
+    return centred - slope * x
+
+
+def _explained(acc_by_offset: np.ndarray, offsets: np.ndarray, periods: list[int]) -> np.ndarray:
+    """Fraction of the (detrended) variance over offsets explained by offset mod P: [..., len(periods)]."""
+    centred = _detrend(acc_by_offset, offsets)
     total = (centred**2).sum(-1)
     out = []
     for period in periods:
@@ -169,16 +179,18 @@ def _explained(acc_by_offset: np.ndarray, offsets: np.ndarray, periods: list[int
 
 
 def _adjusted(r2: np.ndarray, n: int, periods: list[int]) -> np.ndarray:
-    """Adjusted R²: a period with more groups explains more by chance alone."""
-    dof = np.array([n - p for p in periods], dtype=float)
-    return 1 - (1 - r2) * (n - 1) / dof
+    """Adjusted R²: a period with more groups explains more by chance alone (one more
+    degree of freedom went to the trend)."""
+    dof = np.array([n - p - 1 for p in periods], dtype=float)
+    return 1 - (1 - r2) * (n - 2) / dof
 
 
 def detect_period(t: Table, rng: np.random.Generator, n_perm: int = 2000, alpha: float = 0.05) -> dict:
-    """Candidate periods 2..D/2. Test: the largest adjusted R² against its permutation null
+    """Candidate periods 2..D/2, on accuracy by offset after removing a linear trend.
+    Test: the largest adjusted R² against its permutation null
     (offsets shuffled within content groups), which controls the false-positive rate over all
-    candidates at once. If significant, report the smallest period whose adjusted R² is within
-    0.05 of the best among it and its multiples (8 explains everything 4 does)."""
+    candidates at once. If significant, report the smallest divisor of the best period that the
+    best does not beat in a nested F-test (8 explains everything 4 does, and no more)."""
     n = len(t.offsets)
     periods = [p for p in range(2, n // 2 + 1)]
     if not periods or not t.complete:
@@ -205,9 +217,19 @@ def detect_period(t: Table, rng: np.random.Generator, n_perm: int = 2000, alpha:
     if p_value < alpha:
         adj = dict(zip(periods, observed_adj, strict=True))
         top = max(adj, key=adj.get)
-        divisors = [p for p in periods if top % p == 0]
-        detected = min(p for p in divisors if adj[p] >= adj[top] - 0.05)
+        detected = next(q for q in periods if top % q == 0 and _nested_f_p(explained, q, top, n) > alpha)
     return {"detected": detected, "p_value": p_value, "explained": explained}
+
+
+def _nested_f_p(r2: dict, small: int, large: int, n: int) -> float:
+    """F-test p-value that grouping by d mod ``large`` explains more than by d mod ``small``
+    (a divisor of it, so the models are nested); 1.0 when they are the same period."""
+    if small == large:
+        return 1.0
+    dof_extra, dof_rest = large - small, n - large - 1
+    residual = max(1 - r2[large], 1e-12)
+    f_stat = ((r2[large] - r2[small]) / dof_extra) / (residual / dof_rest)
+    return float(f_dist.sf(f_stat, dof_extra, dof_rest))
 
 
 def window_breakdown(t: Table) -> dict | None:

@@ -15,8 +15,8 @@ def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
     rows = metrics["phases"]
     phases = [r["phase"] for r in rows]
     acc = np.array([r["accuracy"] for r in rows])
-    low = acc - np.array([r["ci_low"] for r in rows])
-    high = np.array([r["ci_high"] for r in rows]) - acc
+    low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
+    high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
     fig, ax = plt.subplots(figsize=(5, 3.4))
     colors = ["tab:red" if p == metrics["step"] - 1 else "tab:blue" for p in phases]
     ax.bar(phases, acc, yerr=[low, high], color=colors, capsize=4, alpha=0.8)
