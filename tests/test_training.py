@@ -155,6 +155,12 @@ def test_hf_deepseek_v4_trains_and_loads_with_transformers(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
     assert tokenizer("<bos> k3 v5 <q>")["input_ids"] == [1, 3 + 3, 3 + 32 + 5, 2]
 
+    import phasescope  # the sweep scores it through hf:DIR, with the geometry and task it saved
+
+    phasescope.sweep(f"hf:{tmp_path / 'hf'}", samples=2, out=tmp_path / "sweep")
+    metrics = phasescope.analyze(tmp_path / "sweep", n_resamples=100)
+    assert metrics["step"] == 4 and metrics["n_records"] == 48
+
 
 def test_qwen3_recipe_estimate_builds_and_runs_a_step():
     from phasescope.train.estimate import estimate

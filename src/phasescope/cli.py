@@ -190,7 +190,10 @@ def parse_offsets(text: str) -> list[int]:
 
 @app.command()
 def sweep(
-    model: str = typer.Option(..., help="Model spec: a phasescope model directory (output of `phasescope train`)."),
+    model: str = typer.Option(
+        ...,
+        help="Model spec: a phasescope model directory (output of `phasescope train`) or hf:DIR (local transformers).",
+    ),
     probe: str = typer.Option("kv-retrieval", help="Probe: kv-retrieval or padding-completion."),
     out: str = typer.Option(..., help="Run directory; rerunning the same command resumes an interrupted run."),
     step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),

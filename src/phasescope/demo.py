@@ -25,22 +25,43 @@ DEMO_DESIGN = "shift-needle"
 def model_dirs(out: Path, retrain: bool, console: Console) -> dict[str, Path]:
     if not retrain:
         return {name: ASSETS / name for name in MODELS}
+    return retrain_models(out / "models", console)
+
+
+def retrain_models(root: Path, console: Console) -> dict[str, Path]:
+    """Train both models from scratch with the shipped commands, in parallel (one core each)."""
+    import subprocess
+    import sys
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from phasescope.train.config import apply_overrides
     from phasescope.train.recipes import get_recipe
-    from phasescope.train.trainer import train
 
-    dirs = {}
+    jobs, steps = {}, {}
     for name in MODELS:
         manifest = json.loads((ASSETS / name / "manifest.json").read_text())
-        cfg = apply_overrides(get_recipe(manifest["recipe"]), manifest["set"])
-        target = out / "models" / name
-        console.print(
-            f"retraining {name}: phasescope train {manifest['recipe']} "
-            + " ".join(f"--set {s}" for s in manifest["set"])
-        )
-        train(cfg, target, resume=(target / "checkpoints" / "LATEST").exists(), progress=True)
-        dirs[name] = target
-    return dirs
+        steps[name] = apply_overrides(get_recipe(manifest["recipe"]), manifest["set"]).steps
+        target = root / name
+        args = ["train", manifest["recipe"], *sum((["--set", s] for s in manifest["set"]), []), "--out", str(target)]
+        args += ["--no-progress"] + (["--resume"] if (target / "checkpoints" / "LATEST").exists() else [])
+        console.print("retraining: phasescope " + " ".join(args))
+        target.mkdir(parents=True, exist_ok=True)
+        log = (target / "train_stdout.txt").open("w")
+        jobs[name] = (subprocess.Popen([sys.executable, "-m", "phasescope", *args], stdout=log, stderr=log), target)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        tasks = {name: progress.add_task(f"train {name}", total=steps[name]) for name in jobs}
+        while any(proc.poll() is None for proc, _ in jobs.values()):
+            for name, (_, target) in jobs.items():
+                log = target / "log.jsonl"
+                progress.update(tasks[name], completed=len(log.read_text().splitlines()) if log.exists() else 0)
+            time.sleep(2)
+    for name, (proc, target) in jobs.items():
+        if proc.returncode != 0:
+            raise RuntimeError(f"retraining {name} failed; see {target / 'train_stdout.txt'}")
+    return {name: target for name, (_, target) in jobs.items()}
 
 
 def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[str, dict]:

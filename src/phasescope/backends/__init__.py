@@ -5,15 +5,20 @@ from phasescope.backends.native import from_callable, load_native
 
 
 def load_spec(spec: str) -> LoadedModel:
-    """A model spec: a phasescope model directory (the output of `phasescope train`)."""
+    """A model spec: a phasescope model directory (the output of `phasescope train`), or
+    ``hf:DIR`` for a local transformers directory."""
     from pathlib import Path
 
+    if spec.startswith("hf:"):
+        from phasescope.backends.hf import load_hf
+
+        return load_hf(spec[3:])
     path = Path(spec)
     if (path / "model_config.json").exists():
         return load_native(path)
     raise ValueError(
         f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
-        "pass the --out directory of `phasescope train`"
+        "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
     )
 
 

@@ -1,0 +1,5 @@
+"""``python -m phasescope`` = the ``phasescope`` command."""
+
+from phasescope.cli import app
+
+app()
