@@ -96,3 +96,45 @@ def test_completion_spec_from_file_validates(tmp_path):
     path.write_text('{"prompt": "x = {pad} y", "candidates": {"a": "1"}, "target": "b"}')
     with pytest.raises(ProbeError, match="target 'b' is not one of the candidates"):
         CompletionSpec.from_file(path)
+
+
+def _word_bpe():
+    """A byte-level BPE trained here on made-up words, so many words are one token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    syllables = ["ba", "ko", "ri", "te", "mu", "sa", "lo", "ne", "vi", "du"]
+    words = [a + b + c for a in syllables for b in syllables for c in syllables[:3]][:150]
+    corpus = [
+        " ".join(words[i : i + 10]) + ".\nRemember the pairs. Question: what goes with? Answer:" for i in range(150)
+    ]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        corpus * 20, trainers.BpeTrainer(vocab_size=700, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    )
+    return tok
+
+
+@pytest.mark.parametrize("design", ["shift-needle", "pad-prefix"])
+def test_text_kv_retrieval_is_token_exact_with_a_local_bpe(design):
+    from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
+
+    tok = _word_bpe()
+    probe = TextKVRetrievalProbe(tok, TextKVSpec(n_pairs=20, design=design))
+    items = probe.items(OFFSETS, 3, np.random.default_rng(0))
+    for content in range(3):
+        group = [it for it in items if it.content_id == content]
+        base = group[0].anchor_pos
+        for item in group:
+            assert item.anchor_pos == base + item.offset
+            assert item.input_ids[item.value_pos] == item.candidates["right"][0]
+            assert tok.encode(tok.decode(item.input_ids)).ids == item.input_ids  # what the model would read
+            assert item.input_ids[item.key_pos] in item.input_ids[-6:], "the question names the needle's key"
+
+
+def test_text_kv_retrieval_needs_enough_single_token_words():
+    from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe
+
+    with pytest.raises(ProbeError, match="single-token words"):
+        TextKVRetrievalProbe(_bpe_tokenizer())

@@ -123,3 +123,31 @@ def test_cli_sweep_analyze_report_on_a_trained_checkpoint(tmp_path):
     assert page.count("data:image/png;base64,") == 4 and "phasescope sweep" in page
     bad = runner.invoke(app, ["sweep", "--model", str(tmp_path), "--out", run])
     assert bad.exit_code == 2 and "not a phasescope model directory" in bad.output
+
+
+def test_hf_directory_with_a_tokenizer_is_swept_with_the_text_probe(tmp_path):
+    """A tiny transformers Qwen3 saved with a locally trained BPE: hf:DIR -> text kv-retrieval
+    and padding-completion, scored end to end (random weights: mechanics, not accuracy)."""
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    from test_probes import _word_bpe
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
+    torch.manual_seed(0)
+    cfg = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+    )
+    Qwen3ForCausalLM(cfg).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    result = phasescope.sweep(f"hf:{tmp_path / 'm'}", step=4, samples=2, out=tmp_path / "kv")
+    assert len(result.records) == 48 and all(r["same_window"] is not None for r in result.records)
+    assert phasescope.analyze(tmp_path / "kv", n_resamples=100)["step"] == 4
+    fp8 = phasescope.sweep(f"hf:{tmp_path / 'm'}", probe="padding-completion", step=4, out=tmp_path / "fp8")
+    assert len(fp8.records) == 24 and set(fp8.records[0]["logprobs"]) == {"right", "wrong"}
+    assert sorted({r["phase"] for r in fp8.records}) == [0, 1, 2, 3]

@@ -10,6 +10,7 @@ from phasescope.backends.native import from_decoder
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.model.decoder import Decoder
 from phasescope.probes import PROBES, KVRetrievalProbe, KVRetrievalSpec, PaddingCompletionProbe, ProbeError
+from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 from phasescope.probes.padding_completion import CompletionSpec
 from phasescope.run.orchestrator import SweepResult, read_records, run_sweep
 
@@ -29,14 +30,19 @@ def resolve_model(model) -> LoadedModel:
 def build_probe(name: str, loaded: LoadedModel, *, design: str, task: RetrievalTask | None, tokenizer, completion):
     if name not in PROBES:
         raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
+    tokenizer = tokenizer or loaded.tokenizer
     if name == "kv-retrieval":
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
-        if task is None:
-            raise ProbeError("kv-retrieval on native ids needs the model's task: pass task=RetrievalTask(...)")
-        return KVRetrievalProbe(task, KVRetrievalSpec(design=design))
+        if task is not None:
+            return KVRetrievalProbe(task, KVRetrievalSpec(design=design))
+        if tokenizer is not None:
+            return TextKVRetrievalProbe(tokenizer, TextKVSpec(design=design), bos_id=loaded.bos_id)
+        raise ProbeError(
+            "kv-retrieval needs the model's task (native ids: pass task=RetrievalTask(...)) or a tokenizer"
+        )
     if tokenizer is None:
         raise ProbeError("padding-completion needs a tokenizer (a HF model or tokenizer=...)")
-    return PaddingCompletionProbe(tokenizer, completion or CompletionSpec())
+    return PaddingCompletionProbe(tokenizer, completion or CompletionSpec(), bos_id=loaded.bos_id)
 
 
 def sweep(

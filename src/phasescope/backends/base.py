@@ -21,3 +21,5 @@ class LoadedModel:
     fingerprint: str = ""
     task: dict | None = None  # the retrieval task the model was trained on, when known
     description: str = ""
+    tokenizer: object | None = None  # for probes written in text (HF models)
+    bos_id: int | None = None  # prepended by text probes when the model expects it

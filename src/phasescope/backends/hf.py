@@ -31,6 +31,11 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return model(input_ids=ids, use_cache=False).logits.float()
 
+    tokenizer = None
+    if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     weights = sorted(path.glob("*.safetensors"))
     return LoadedModel(
         logits=logits,
@@ -41,6 +46,8 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
         fingerprint=fingerprint_file(weights[0]) if weights else "",
         task=meta.get("task"),
         description=f"hf:{path}",
+        tokenizer=tokenizer,
+        bos_id=getattr(tokenizer, "bos_token_id", None),
     )
 
 
