@@ -203,6 +203,9 @@ def sweep(
     design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
     seed: int = typer.Option(0, help="Seed of the probe's content."),
     batch_size: int = typer.Option(16, min=1, help="Sequences per forward pass."),
+    probe_file: str = typer.Option(
+        None, help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit."
+    ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
@@ -231,7 +234,11 @@ def sweep(
     args += ["--step", str(step)] if step is not None else []
     args += ["--align", str(align)] if align is not None else []
 
+    args += ["--probe-file", probe_file] if probe_file else []
     try:
+        from phasescope.probes import CompletionSpec
+
+        completion = CompletionSpec.from_file(probe_file) if probe_file else None
         result = run(
             model,
             probe,
@@ -244,9 +251,10 @@ def sweep(
             batch_size=batch_size,
             out=out,
             progress=progress,
+            completion=completion,
             command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
         )
-    except ValueError as err:
+    except (ValueError, OSError) as err:
         fail(str(err))
     if result.scored == 0:
         console.print(f"{out}: already complete ({len(result.records)} records); nothing to score")
