@@ -21,9 +21,11 @@ Queried pairs end more than ``min_distance`` tokens before the query region, so 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from phasescope.validation import reject_unknown_keys
 
 PAD, BOS, QUERY = 0, 1, 2
 N_SPECIAL = 3
@@ -114,9 +116,7 @@ class RetrievalTask:
 
     @classmethod
     def from_dict(cls, data: dict) -> RetrievalTask:
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"retrieval task: unknown keys {unknown}")
+        reject_unknown_keys(cls, data, "retrieval task")
         return cls(**data)
 
 

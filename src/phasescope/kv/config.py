@@ -21,9 +21,11 @@ raw tokens ``t-L+1 .. t``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
+
+from phasescope.validation import reject_unknown_keys
 
 KINDS = ("full", "sliding", "chunked")
 VISIBILITIES = ("inclusive", "strict")
@@ -111,10 +113,7 @@ class CompressionConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> CompressionConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"compression config: unknown keys {unknown}; known keys: {sorted(known)}")
+        reject_unknown_keys(cls, data, "compression config")
         return cls(**data)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from phasescope.kv.config import CompressionConfig
+from phasescope.validation import reject_unknown_keys
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"model config: unknown keys {unknown}; known keys: {sorted(known)}")
+        reject_unknown_keys(cls, data, "model config")
         layers = tuple(CompressionConfig.from_dict(layer) for layer in data.get("layers", []))
         return cls(**{**data, "layers": layers})
 

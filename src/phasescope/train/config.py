@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.kv.config import CompressionConfig
 from phasescope.model.config import ModelConfig
+from phasescope.validation import reject_unknown_keys
 
 ARCHS = ("phasescope", "hf-deepseek-v4")
 
@@ -106,9 +107,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"train config: unknown keys {unknown}")
+        reject_unknown_keys(cls, data, "train config")
         return cls(
             **{
                 **data,
