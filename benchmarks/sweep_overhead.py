@@ -40,7 +40,7 @@ def bare_forwards(model, items, batch_size: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -49,7 +49,7 @@ def main() -> None:
     items = probe.items(list(range(24)), args.samples, np.random.default_rng(0))
     bare_forwards(model, items[: args.batch_size], args.batch_size)  # warm-up
     rows = []
-    for _ in range(3):
+    for _ in range(5):
         bare = bare_forwards(model, items, args.batch_size)
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
@@ -61,7 +61,7 @@ def main() -> None:
     bare, full = (float(np.median(x)) for x in zip(*rows, strict=True))
     print(
         f"{len(items)} items, batch {args.batch_size}: bare forwards {bare:.2f} s, whole sweep {full:.2f} s, "
-        f"overhead {full / bare - 1:+.1%} (median of 3)"
+        f"overhead {full / bare - 1:+.1%} (median of 5)"
     )
 
 

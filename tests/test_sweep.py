@@ -121,7 +121,7 @@ def test_cli_sweep_analyze_report_on_a_trained_checkpoint(tmp_path):
     assert result.exit_code == 0
     page = (tmp_path / "run" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4 and "phasescope sweep" in page
-    bad = runner.invoke(app, ["sweep", "--model", str(tmp_path), "--out", run])
+    bad = runner.invoke(app, ["sweep", "--model", str(tmp_path), "--out", run], env={"COLUMNS": "300"})
     assert bad.exit_code == 2 and "not a phasescope model directory" in bad.output
 
 

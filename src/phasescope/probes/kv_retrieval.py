@@ -90,15 +90,17 @@ class KVRetrievalProbe(Probe):
         key_start, answer = int(key_pos[0]), int(answer_pos[0])
         needle = [int(x) for x in tokens[key_start : key_start + t.pair_len]]
         haystack = [int(x) for x in tokens[:key_start]] + [int(x) for x in tokens[key_start + t.pair_len : answer]]
-        pair_starts = [p for p in _pair_starts(tokens, t) if p != key_start]
-        return {
-            "needle": needle,
-            "haystack": haystack,
-            "pairs": pair_starts,
-            "tokens": tokens,
-            "key": key_start,
-            "pad": [int(x) for x in rng.choice(t.filler_ids, size=span)],
-        }
+        # other pairs as (start in the haystack without the needle, value ids), computed once per content
+        pairs = [
+            (
+                start if start < key_start else start - t.pair_len,
+                [int(x) for x in tokens[start + t.key_len : start + t.pair_len]],
+            )
+            for start in _pair_starts(tokens, t)
+            if start != key_start
+        ]
+        pad = [int(x) for x in rng.choice(t.filler_ids, size=span)]
+        return {"needle": needle, "haystack": haystack, "pairs": pairs, "pad": pad}
 
     def _place(self, content: dict, content_id: int, d: int, base: int) -> ProbeItem:
         t, p = self.task, self.params
@@ -132,22 +134,21 @@ class KVRetrievalProbe(Probe):
         return item
 
     def _distractors(self, content: dict, at: int) -> list[tuple[str, list[int]]]:
-        """Values of the pairs nearest the needle's new place that it does not split."""
-        t, tokens = self.task, content["tokens"]
-        removed = content["key"]
-        out = []
-        for start in content["pairs"]:
-            start_in_hay = start if start < removed else start - t.pair_len
-            if start_in_hay < at < start_in_hay + t.pair_len:  # split by the needle
-                continue
-            values = [int(x) for x in tokens[start + t.key_len : start + t.pair_len]]
-            out.append((abs(start_in_hay - at), f"pair@{start_in_hay}", values))
-        out.sort()
+        """Values of the pairs nearest the needle's new place that it does not split; values
+        repeat across pairs (drawn with replacement), so only distinct ones are kept."""
+        t = self.task
+        unsplit = [
+            (abs(start - at), start, values)
+            for start, values in content["pairs"]
+            if not start < at < start + t.pair_len
+        ]
         chosen, seen = [], {tuple(content["needle"][t.key_len :])}
-        for _, name, values in out:  # values repeat across pairs (drawn with replacement): keep distinct ones
-            if tuple(values) not in seen and len(chosen) < self.params.n_distractors:
+        for _, start, values in sorted(unsplit):
+            if tuple(values) not in seen:
                 seen.add(tuple(values))
-                chosen.append((name, values))
+                chosen.append((f"pair@{start}", values))
+                if len(chosen) == self.params.n_distractors:
+                    break
         return chosen
 
 

@@ -5,6 +5,7 @@ Shape legend: B sequences in a batch, T tokens, V vocabulary.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from phasescope.probes.base import ProbeItem
@@ -15,9 +16,10 @@ PAD_ID = 0  # right padding; a causal model's logits before the padding are unaf
 def _forward(logits_fn, sequences: list[list[int]]) -> torch.Tensor:
     """Right-pad to one length and run the model: log-probs [B,T,V] (float32)."""
     width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
+    padded = np.full((len(sequences), width), PAD_ID, dtype=np.int64)
     for i, seq in enumerate(sequences):
-        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        padded[i, : len(seq)] = seq
+    ids = torch.from_numpy(padded)
     with torch.no_grad():
         return torch.log_softmax(logits_fn(ids).float(), dim=-1)
 
