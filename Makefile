@@ -35,6 +35,8 @@ format: venv
 
 bench: venv
 	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json
+	$(BIN)/python benchmarks/training.py --json docs/training_benchmark.json
+	$(BIN)/python benchmarks/sweep_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
