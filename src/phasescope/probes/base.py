@@ -8,7 +8,7 @@ check their own token exactness and raise ``ProbeError`` before any scoring star
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -30,7 +30,6 @@ class ProbeItem:
     key_pos: int | None = None  # first key token (probes with keys)
     value_pos: int | None = None  # first value token of the needle
     value_last: int | None = None  # last value token of the needle
-    extra: dict = field(default_factory=dict)
 
 
 class Probe:
@@ -45,14 +44,3 @@ class Probe:
     def spec(self) -> dict:
         """JSON-able description of the probe's parameters (for spec.json)."""
         raise NotImplementedError
-
-
-def check_anchor(items: list[ProbeItem], planned: dict[tuple[int, int], int]) -> None:
-    """Raise unless each item's anchor sits exactly where the plan put it."""
-    for item in items:
-        want = planned[(item.content_id, item.offset)]
-        if item.anchor_pos != want:
-            raise ProbeError(
-                f"content {item.content_id} offset {item.offset}: anchor landed at position {item.anchor_pos}, "
-                f"planned {want}; the tokenizer does not reproduce the planned token sequence"
-            )
