@@ -268,5 +268,7 @@ def analyze_records(records: list[dict], seed: int = 0, n_resamples: int = 2000)
         "homogeneity_p_value": p_homogeneity,
         "period": detect_period(t, rng, n_resamples),
         "accuracy_by_offset": [float(x) for x in np.nanmean(t.correct, axis=0)],
+        # the phase at each offset when it is the same for every content (aligned probes), else null
+        "phase_by_offset": [int(col[0]) if (col == col[0]).all() else None for col in t.phase.T],
         "windows": window_breakdown(t),
     }

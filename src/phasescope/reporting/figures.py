@@ -35,7 +35,19 @@ def offset_accuracy(metrics: dict, path: Path) -> None:
     if period:
         for start in range(min(offsets), max(offsets) + 1, 2 * period):
             ax.axvspan(start - 0.5, start + period - 0.5, color="tab:orange", alpha=0.12)
-    ax.plot(offsets, acc, "o-", color="tab:blue")
+    ax.plot(offsets, acc, "-", color="tab:blue", alpha=0.6)
+    phases = metrics.get("phase_by_offset") or [None] * len(offsets)
+    colors = plt.get_cmap("tab10")
+    for phase in sorted({p for p in phases if p is not None}):
+        at = [i for i, p in enumerate(phases) if p == phase]
+        boundary = " (boundary)" if phase == metrics["step"] - 1 else ""
+        ax.plot(
+            [offsets[i] for i in at], [acc[i] for i in at], "o", color=colors(phase), label=f"phase {phase}{boundary}"
+        )
+    if any(p is not None for p in phases):
+        ax.legend(fontsize=7, ncol=4, loc="lower right")
+    else:
+        ax.plot(offsets, acc, "o", color="tab:blue")
     ax.set_xlabel("offset d")
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1.05)
