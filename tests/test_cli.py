@@ -41,3 +41,38 @@ def test_engine_demo_runs_and_reports_cache_savings():
     result = runner.invoke(app, ["cache-demo", "--tokens", "256"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "v4-csa" in result.output and "vs full" in result.output
+
+
+def test_train_cli_stops_resumes_and_reports(tmp_path):
+    out = str(tmp_path / "run")
+    common = [
+        "train",
+        "tiny-s4",
+        "--set",
+        "steps=6",
+        "--set",
+        "warm_start_steps=2",
+        "--set",
+        "eval_batches=1",
+        "--set",
+        "batch_size=8",
+        "--out",
+        out,
+        "--no-progress",
+    ]
+    first = runner.invoke(app, [*common, "--stop-after", "3"], env={"COLUMNS": "200"})
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(app, common, env={"COLUMNS": "200"})
+    assert again.exit_code == 2 and "pass --resume" in again.output
+    resumed = runner.invoke(app, [*common, "--resume"], env={"COLUMNS": "200"})
+    assert resumed.exit_code == 0 and "held-out retrieval accuracy" in resumed.output
+    bad = runner.invoke(app, ["train", "tiny-s4", "--set", "model.widht=3"], env={"COLUMNS": "200"})
+    assert bad.exit_code == 2 and "unknown key" in bad.output
+
+
+def test_recipes_lists_every_recipe():
+    from phasescope.train.recipes import RECIPES
+
+    result = runner.invoke(app, ["recipes"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    assert all(name in result.output for name in RECIPES)
