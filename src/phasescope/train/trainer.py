@@ -172,7 +172,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
 
     rows = slice(ddp.rank, None, ddp.world)
     tokens_per_step = cfg.batch_size * cfg.task.seq_len
-    bar = _progress_bar(progress and ddp.main, cfg, start)
+    bar = TrainProgress(progress and ddp.main, cfg, start)
     last_eval: dict = {}
     tick = time.perf_counter()
     for step in range(start, cfg.steps):
@@ -253,7 +253,7 @@ def export_model(out: Path, cfg: TrainConfig, model) -> None:
         export_hf(out / "hf", cfg, model.hf)
 
 
-class _progress_bar:
+class TrainProgress:
     def __init__(self, enabled: bool, cfg: TrainConfig, start: int):
         self.progress = None
         if not enabled:
