@@ -33,7 +33,7 @@ def losses(run: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in map(json.loads, (run / "log.jsonl").read_text().splitlines())]
 
 
-@pytest.mark.parametrize("stop_at", [2, 5], ids=["before-warm-start-switch", "after-switch"])
+@pytest.mark.parametrize("stop_at", [2, 3, 5], ids=["before-warm-start-switch", "at-switch", "after-switch"])
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, stop_at):
     straight = tmp_path / "straight"
     train(quick_cfg(), straight, progress=False)

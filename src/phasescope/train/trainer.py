@@ -161,8 +161,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     start, compressed = 0, cfg.warm_start_steps == 0
     checkpoint = latest_checkpoint(out) if resume else None
     if checkpoint is not None:
-        start = json.loads((checkpoint / "state.json").read_text())["step"]
-        compressed = start >= cfg.warm_start_steps
+        state = json.loads((checkpoint / "state.json").read_text())
+        start, compressed = state["step"], state["compressed"]  # a checkpoint at the switch step is pre-switch
     model = build_model(cfg, compressed=compressed, seed=cfg.seed)
     optimizer = make_optimizer(cfg, model)
     if checkpoint is not None:
