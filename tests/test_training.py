@@ -83,6 +83,7 @@ def test_truncated_checkpoint_is_reported_clearly(tmp_path):
         ("task.n_keys=200", "model.vocab_size=.* is invalid"),
         ("task.min_distance=2", "min_distance=2 is invalid; allowed: >= the raw local window"),
         ("nonsense", "expected key=value"),
+        ("scheme.stagger=true", "n_kv_heads=1 is invalid; allowed: >= 2 when scheme.stagger is on"),
     ],
 )
 def test_bad_overrides_name_the_cause(assignment, message):

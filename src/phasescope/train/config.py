@@ -80,6 +80,10 @@ class TrainConfig:
             self.model.vocab_size,
             f">= the task's vocabulary ({self.task.vocab_size} ids)",
         )
+        if self.scheme.stagger:
+            need(
+                self.model.n_kv_heads >= 2, "model.n_kv_heads", self.model.n_kv_heads, ">= 2 when scheme.stagger is on"
+            )
         if self.scheme.compressed:
             reach = self.scheme.local
             need(

@@ -152,14 +152,23 @@ def tiny_s4_nope() -> TrainConfig:
     )
 
 
+@recipe("tiny-s4-kv4")
+def tiny_s4_kv4() -> TrainConfig:
+    cfg = _tiny(
+        "tiny-s4-kv4", _s(4), "tiny-s4 with 4 KV heads (the baseline for tiny-s4-stagger)", warm_start_steps=600
+    )
+    return replace(cfg, model=replace(cfg.model, n_kv_heads=4))
+
+
 @recipe("tiny-s4-stagger")
 def tiny_s4_stagger() -> TrainConfig:
-    return _tiny(
+    cfg = _tiny(
         "tiny-s4-stagger",
         _s(4, stagger=True),
-        "s=w=4 with staggered KV heads, warm start",
+        "tiny-s4-kv4 with staggered KV heads (aligns 0,1,2,3), warm start",
         warm_start_steps=600,
     )
+    return replace(cfg, model=replace(cfg.model, n_kv_heads=4))
 
 
 @recipe("hf-deepseek-v4-tiny")
