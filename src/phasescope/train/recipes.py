@@ -32,7 +32,14 @@ FULL = CompressionConfig(kind="full")
 
 
 def _tiny(name: str, scheme: CompressionConfig, about: str, token_shift: bool = True, **kw) -> TrainConfig:
-    model = preset("tiny", TINY_TASK.vocab_size, scheme, token_shift=token_shift, rope=kw.pop("rope", True))
+    model = preset(
+        "tiny",
+        TINY_TASK.vocab_size,
+        scheme,
+        token_shift=token_shift,
+        rope=kw.pop("rope", True),
+        n_kv_heads=kw.pop("n_kv_heads", 1),
+    )
     steps = kw.pop("steps", 2400)
     return TrainConfig(
         name=name,
@@ -154,21 +161,24 @@ def tiny_s4_nope() -> TrainConfig:
 
 @recipe("tiny-s4-kv4")
 def tiny_s4_kv4() -> TrainConfig:
-    cfg = _tiny(
-        "tiny-s4-kv4", _s(4), "tiny-s4 with 4 KV heads (the baseline for tiny-s4-stagger)", warm_start_steps=600
+    return _tiny(
+        "tiny-s4-kv4",
+        _s(4),
+        "tiny-s4 with 4 KV heads (the baseline for tiny-s4-stagger)",
+        warm_start_steps=600,
+        n_kv_heads=4,
     )
-    return replace(cfg, model=replace(cfg.model, n_kv_heads=4))
 
 
 @recipe("tiny-s4-stagger")
 def tiny_s4_stagger() -> TrainConfig:
-    cfg = _tiny(
+    return _tiny(
         "tiny-s4-stagger",
         _s(4, stagger=True),
         "tiny-s4-kv4 with staggered KV heads (aligns 0,1,2,3), warm start",
         warm_start_steps=600,
+        n_kv_heads=4,
     )
-    return replace(cfg, model=replace(cfg.model, n_kv_heads=4))
 
 
 @recipe("hf-deepseek-v4-tiny")
