@@ -9,7 +9,6 @@ its numbers equal an uninterrupted run's.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import numpy as np
 from phasescope.backends.base import LoadedModel
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
 from phasescope.run.scoring import score_items
+from phasescope.runfiles import atomic_write_text, differing_keys
 
 
 @dataclass
@@ -82,12 +82,6 @@ def read_records(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             break
     return records
-
-
-def _rewrite_complete(path: Path, records: list[dict]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
 
 
 def manifest(model: LoadedModel, seed: int) -> dict:
@@ -197,15 +191,15 @@ def _open_run_dir(out: Path, spec: dict, manifest_data: dict) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / "spec.json"
     if spec_path.exists():
-        old = json.loads(spec_path.read_text())
-        if old != json.loads(json.dumps(spec)):
-            diff = sorted(k for k in set(old) | set(spec) if old.get(k) != json.loads(json.dumps(spec)).get(k))
+        diff = differing_keys(json.loads(spec_path.read_text()), json.loads(json.dumps(spec)))
+        if diff:
             raise ProbeError(f"{out} holds a different sweep (differs in {diff}); use another --out")
     else:
         spec_path.write_text(json.dumps(spec, indent=2))
         (out / "manifest.json").write_text(json.dumps(manifest_data, indent=2))
     records = read_records(out / "records.jsonl")
-    _rewrite_complete(out / "records.jsonl", records)  # drop a line cut by an interruption
+    # drop a line cut by an interruption
+    atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     return {(r["content_id"], r["offset"]): r for r in records}
 
 

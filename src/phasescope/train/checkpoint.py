@@ -23,15 +23,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
+from phasescope.runfiles import atomic_write_text
+
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def save_checkpoint(out: Path, step: int, model: torch.nn.Module, optimizer, state: dict, keep: int = 2) -> Path:

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
+from phasescope.runfiles import atomic_write_text, differing_keys
 from phasescope.train.checkpoint import (
     CheckpointError,
-    atomic_write_text,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -130,7 +130,7 @@ def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
         return
     saved = json.loads(saved_path.read_text())
     current = json.loads(cfg.to_json())
-    diff = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k) and k != "threads")
+    diff = differing_keys(saved, current, ignore=("threads",))
     if diff:
         raise CheckpointError(
             f"--resume with a config that differs from the checkpoint's in {diff}; "
