@@ -103,11 +103,24 @@ def _phase_sums(t: Table) -> tuple[np.ndarray, np.ndarray]:
     return successes, counts
 
 
+def _rates(successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return successes / counts
+
+
+def _spread(acc: np.ndarray) -> np.ndarray:
+    """max - min over the last (phase) axis, ignoring phases without records."""
+    return np.nanmax(acc, axis=-1) - np.nanmin(acc, axis=-1)
+
+
 def _gap(successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """max - min phase accuracy for each row of weights ([R,P] sums)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        acc = successes / counts
-    return np.nanmax(acc, axis=-1) - np.nanmin(acc, axis=-1)
+    return _spread(_rates(successes, counts))
+
+
+def _permutation_p(null: np.ndarray, observed, n_perm: int) -> float:
+    """Share of the null at or above the observed value, counting the observation itself."""
+    return float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm))
 
 
 def gap_with_ci(t: Table, rng: np.random.Generator, n_boot: int = 2000) -> tuple[float, tuple[float, float]]:
@@ -120,11 +133,10 @@ def gap_with_ci(t: Table, rng: np.random.Generator, n_boot: int = 2000) -> tuple
     return 100 * observed, (100 * float(low), 100 * float(high))
 
 
-def _shuffled_phases(t: Table, rng: np.random.Generator, n_perm: int) -> np.ndarray:
-    """Phase labels permuted within each content group: [R,C,D]."""
-    keys = rng.random((n_perm, *t.phase.shape))
-    order = np.argsort(keys, axis=-1)
-    return np.take_along_axis(np.broadcast_to(t.phase, order.shape), order, axis=-1)
+def _shuffled_within_rows(x: np.ndarray, rng: np.random.Generator, n_perm: int) -> np.ndarray:
+    """``n_perm`` copies of x [C,D], each row (content group) permuted on its own: [R,C,D]."""
+    order = np.argsort(rng.random((n_perm, *x.shape)), axis=-1)
+    return np.take_along_axis(np.broadcast_to(x, order.shape), order, axis=-1)
 
 
 def permutation_tests(t: Table, rng: np.random.Generator, n_perm: int = 2000) -> tuple[float, float]:
@@ -137,20 +149,17 @@ def permutation_tests(t: Table, rng: np.random.Generator, n_perm: int = 2000) ->
         onehot = phases[..., None] == np.arange(t.step)  # [...,C,D,P]
         succ = (onehot * (y * valid)[..., None]).sum(axis=(-3, -2))
         cnt = (onehot * valid[..., None]).sum(axis=(-3, -2))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            acc = succ / cnt
-        return np.nanmax(acc, -1) - np.nanmin(acc, -1), np.nanvar(acc, -1)
+        acc = _rates(succ, cnt)
+        return _spread(acc), np.nanvar(acc, -1)
 
     gap_obs, var_obs = stats(t.phase)
     gap_null, var_null = [], []
     for chunk in range(0, n_perm, 250):
-        g, v = stats(_shuffled_phases(t, rng, min(250, n_perm - chunk)))
+        g, v = stats(_shuffled_within_rows(t.phase, rng, min(250, n_perm - chunk)))
         gap_null.append(g)
         var_null.append(v)
     gap_null, var_null = np.concatenate(gap_null), np.concatenate(var_null)
-    p_gap = (1 + np.sum(gap_null >= gap_obs - 1e-12)) / (1 + n_perm)
-    p_var = (1 + np.sum(var_null >= var_obs - 1e-12)) / (1 + n_perm)
-    return float(p_gap), float(p_var)
+    return _permutation_p(gap_null, gap_obs, n_perm), _permutation_p(var_null, var_obs, n_perm)
 
 
 def _detrend(acc_by_offset: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -205,13 +214,11 @@ def detect_period(t: Table, rng: np.random.Generator, n_perm: int = 2000, alpha:
     observed_adj = _adjusted(observed_r2, n, periods)
     null_max = []
     for chunk in range(0, n_perm, 250):
-        size = min(250, n_perm - chunk)
-        order = np.argsort(rng.random((size, *y.shape)), axis=-1)
-        shuffled = np.take_along_axis(np.broadcast_to(y, order.shape), order, axis=-1).mean(1)  # [R,D]
+        shuffled = _shuffled_within_rows(y, rng, min(250, n_perm - chunk)).mean(1)  # [R,D]
         null_max.append(_adjusted(_explained(shuffled, t.offsets, periods), n, periods).max(-1))
     null_max = np.concatenate(null_max)
     best = float(observed_adj.max())
-    p_value = float((1 + np.sum(null_max >= best - 1e-12)) / (1 + n_perm))
+    p_value = _permutation_p(null_max, best, n_perm)
     explained = {int(p): float(r) for p, r in zip(periods, observed_r2, strict=True)}
     detected = None
     if p_value < alpha:
