@@ -153,7 +153,7 @@ def run_sweep(
     }
     done: dict[tuple[int, int], dict] = {}
     if out is not None:
-        done = _open_run_dir(out, spec, {**manifest(model, seed), "command": command})
+        done = _open_run_dir(out, spec, lambda: {**manifest(model, seed), "command": command})
     items.sort(key=lambda it: (it.offset, it.content_id))
     batches = _batches(items, batch_size)
     todo = [b for b in batches if any((it.content_id, it.offset) not in done for it in b)]
@@ -187,7 +187,8 @@ def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
     return batches + ([current] if current else [])
 
 
-def _open_run_dir(out: Path, spec: dict, manifest_data: dict) -> dict:
+def _open_run_dir(out: Path, spec: dict, make_manifest) -> dict:
+    """Create or reopen a run directory; the manifest (a git call) is built only for a new run."""
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / "spec.json"
     if spec_path.exists():
@@ -196,7 +197,7 @@ def _open_run_dir(out: Path, spec: dict, manifest_data: dict) -> dict:
             raise ProbeError(f"{out} holds a different sweep (differs in {diff}); use another --out")
     else:
         spec_path.write_text(json.dumps(spec, indent=2))
-        (out / "manifest.json").write_text(json.dumps(manifest_data, indent=2))
+        (out / "manifest.json").write_text(json.dumps(make_manifest(), indent=2))
     records = read_records(out / "records.jsonl")
     # drop a line cut by an interruption
     atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
