@@ -11,6 +11,18 @@ def _cases():
         "scalar_gate-stagger-sink": CompressionConfig(
             step=4, window=8, local=3, stagger=True, sink=True, pooler="scalar_gate"
         ),
+        # DeepSeek-V4's value path: values rotated like keys, output de-rotated per query
+        "full-valuerope": CompressionConfig(kind="full", value_rope=True),
+        "sliding-3-valuerope": CompressionConfig(kind="sliding", local=3, value_rope=True),
+        "channel_gate-v4-valuerope": CompressionConfig(
+            step=4, window=8, local=3, sink=True, pooler="channel_gate", value_rope=True
+        ),
+        "channel_gate-stagger-valuerope": CompressionConfig(
+            step=4, window=4, local=2, stagger=True, pooler="channel_gate", value_rope=True
+        ),
+        "scalar_gate-winrope-valuerope": CompressionConfig(
+            step=3, window=6, align=1, local=2, rope="window_start", pooler="scalar_gate", value_rope=True
+        ),
     }
     for pooler in POOLERS:
         geoms = {

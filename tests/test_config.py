@@ -22,6 +22,8 @@ from phasescope.model import ModelConfig, preset
         (dict(kind="sparse"), "kind"),
         (dict(pooler="channel_gate", step=4, window=6), "window"),
         (dict(kind="sliding", local=0), "local"),
+        (dict(rope="none", value_rope=True), "value_rope"),
+        (dict(kind="full", value_rope=1), "value_rope"),
     ],
 )
 def test_invalid_geometry_names_field_value_and_range(kwargs, field):
@@ -41,6 +43,14 @@ def test_unknown_keys_and_names_are_rejected():
         scheme("v5")
     with pytest.raises(ValueError, match="unknown fields"):
         scheme("v4-csa", stride=2)
+
+
+def test_deepseek_v4_schemes_use_the_v4_value_path():
+    for name in ("v4-csa", "v4-hca", "v4.1"):
+        assert scheme(name).value_rope, name
+    assert not scheme("study").value_rope
+    with pytest.raises(ValueError, match=r"value_rope=True is invalid; allowed: False when rope=.none."):
+        scheme("v4-csa", rope="none")
 
 
 def test_config_round_trips_through_dict():

@@ -74,8 +74,9 @@ def _expected_layer_bytes(scheme, n, hk=2, d=8, feat=None, itemsize=8):
     counts = [
         len([e for e in range(n) if (e - scheme.head_align(h, hk)) % scheme.step == scheme.step - 1]) for h in range(hk)
     ]
-    shared_unrotated = scheme.pooler.startswith("channel_gate") and scheme.rope == "none"
-    entries = (1 if shared_unrotated else 2) * max(counts) * hk * d * itemsize
+    # a shared K=V entry is stored once when its value is its key: both rotated or neither
+    stored_once = scheme.pooler.startswith("channel_gate") and (scheme.rope == "none" or scheme.value_rope)
+    entries = (1 if stored_once else 2) * max(counts) * hk * d * itemsize
     pending = min(n, scheme.window - 1) * hk * feat * itemsize
     return raw + entries + pending
 

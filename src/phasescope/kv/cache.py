@@ -70,12 +70,12 @@ class Growable:
 @dataclass
 class LayerCache:
     raw_k: Growable = field(default_factory=lambda: Growable(2))  # [B,Hk,S,D] post-RoPE
-    raw_v: Growable = field(default_factory=lambda: Growable(2))
+    raw_v: Growable = field(default_factory=lambda: Growable(2))  # post-RoPE only with value_rope
     comp_k: Growable = field(default_factory=lambda: Growable(2))  # [B,Hk,N,D] post-RoPE
     comp_v: Growable = field(default_factory=lambda: Growable(2))  # unused when K=V is shared
     comp_end: Growable = field(default_factory=lambda: Growable(1))  # [Hk,N] long
     pending: torch.Tensor | None = None  # [B,Hk,P,F], P <= w-1
-    shared_kv: bool = False  # compressed values are the keys themselves
+    shared_kv: bool = False  # compressed values are the keys themselves (stored once)
 
     def buffers(self) -> list[Growable]:
         values = [] if self.shared_kv else [self.comp_v]

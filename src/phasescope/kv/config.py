@@ -55,6 +55,14 @@ class CompressionConfig:
     pooler:     registered pooler name (see ``phasescope schemes``).
     stagger:    each KV head h uses align (a + h*s // n_kv_heads) mod s.
     sink:       learned per-head attention-sink logit in the joint softmax.
+    value_rope: DeepSeek-V4's value path. Values are rotated like keys (raw values at their
+                own positions, compressed values at their entry's RoPE position; a shared
+                K=V entry is then one rotated tensor, stored once) and the attention output
+                is de-rotated at each query position before the output projection, so a
+                value's contribution depends on its distance to the query, not on where it
+                sits. Off: values are never rotated. Needs ``rope != "none"`` in chunked
+                layers (an unrotated entry cannot be de-rotated); does nothing in a NoPE
+                model (``ModelConfig.rope=False``).
     """
 
     kind: str = "chunked"
@@ -67,6 +75,7 @@ class CompressionConfig:
     pooler: str = "mean"
     stagger: bool = False
     sink: bool = False
+    value_rope: bool = False
 
     def __post_init__(self) -> None:
         from phasescope.kv.poolers import POOLERS
@@ -74,6 +83,7 @@ class CompressionConfig:
         _require(self.kind in KINDS, "kind", self.kind, " | ".join(KINDS))
         _require(self.visibility in VISIBILITIES, "visibility", self.visibility, " | ".join(VISIBILITIES))
         _require(isinstance(self.local, int) and self.local >= 0, "local", self.local, "integer >= 0")
+        _require(isinstance(self.value_rope, bool), "value_rope", self.value_rope, "True | False")
         if self.kind == "sliding":
             _require(self.local >= 1, "local", self.local, "integer >= 1 for a sliding layer")
         if self.kind != "chunked":
@@ -92,6 +102,12 @@ class CompressionConfig:
             f"integer in [0, {self.step})",
         )
         _require(self.rope in ROPE_MODES, "rope", self.rope, " | ".join(ROPE_MODES))
+        _require(
+            not (self.value_rope and self.rope == "none"),
+            "value_rope",
+            self.value_rope,
+            'False when rope="none" (values are rotated like the compressed keys; give rope a position mode)',
+        )
         _require(self.pooler in POOLERS, "pooler", self.pooler, " | ".join(sorted(POOLERS)))
         POOLERS[self.pooler].check_geometry(self)
 

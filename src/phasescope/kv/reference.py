@@ -2,8 +2,9 @@
 
 Everything is spelled out with Python loops straight from DESIGN.md §2: which tokens form
 each entry, where its key is rotated, which raw tokens and entries each query sees, one
-softmax (plus sink) over them. Only the projections and ``Pooler.reference_entry`` are
-shared with the fast path.
+softmax (plus sink) over them, and DeepSeek-V4's value path (``value_rope``: every value is
+rotated where its key is, each query's output is rotated back by its own position). Only the
+projections, ``Pooler.reference_entry`` and ``attn.rope`` are shared with the fast path.
 
 Shape legend: B batch, T tokens, C width, H query heads, Hk KV heads, D head dim.
 """
@@ -14,7 +15,9 @@ import torch
 
 
 def reference_entries(attn, x: torch.Tensor) -> dict[int, list[tuple[int, torch.Tensor, torch.Tensor]]]:
-    """Per KV head: [(end position, key [B,D] after RoPE, value [B,D])] for every complete window."""
+    """Per KV head: [(end position, key [B,D] after RoPE, value [B,D])] for every complete window.
+
+    The value is rotated at the key's position with ``value_rope``, else left as pooled."""
     scheme, pooler = attn.scheme, attn.pooler
     s, w = scheme.step, scheme.window
     _, t_len, _ = x.shape
@@ -31,8 +34,10 @@ def reference_entries(attn, x: torch.Tensor) -> dict[int, list[tuple[int, torch.
             tokens = [end - w + 1 + o for o in slots]
             key, value = pooler.reference_entry(feats[:, h, tokens], slots, h)
             if scheme.rope != "none":
-                first = end - (s if scheme.rope == "block_start" else w) + 1
-                key = attn.rope(key[:, None, :], torch.tensor([max(first, 0)]))[:, 0]
+                first = torch.tensor([max(end - (s if scheme.rope == "block_start" else w) + 1, 0)])
+                key = attn.rope(key[:, None, :], first)[:, 0]
+                if scheme.value_rope:
+                    value = attn.rope(value[:, None, :], first)[:, 0]
             entries[h].append((end, key, value))
     return entries
 
@@ -44,6 +49,8 @@ def reference_attention(attn, x: torch.Tensor) -> torch.Tensor:
     positions = torch.arange(t_len)
     q, k, v = attn.project(x)
     q, k = attn.rope(q, positions), attn.rope(k, positions)
+    if scheme.value_rope:
+        v = attn.rope(v, positions)
     entries = reference_entries(attn, x) if attn.pooler is not None else {}
     group = attn.n_heads // attn.n_kv_heads
     scale = attn.head_dim**-0.5
@@ -73,7 +80,10 @@ def reference_attention(attn, x: torch.Tensor) -> torch.Tensor:
                 per_query.append(torch.zeros_like(q[:, hq, t]))
                 continue
             weights = torch.softmax(torch.stack(logits, dim=1), dim=1)  # [B, n]
-            per_query.append((weights[:, :, None] * torch.stack(values, dim=1)).sum(dim=1))
+            out = (weights[:, :, None] * torch.stack(values, dim=1)).sum(dim=1)  # [B,D]
+            if scheme.value_rope:  # rotate back by the query's position
+                out = attn.rope(out[:, None, :], torch.tensor([-t]))[:, 0]
+            per_query.append(out)
         per_head.append(torch.stack(per_query, dim=1))  # [B,T,D]
     out = torch.stack(per_head, dim=2)  # [B,T,H,D]
     return attn.o_proj(out.reshape(b, t_len, -1))

@@ -8,16 +8,16 @@ SCHEMES: dict[str, tuple[CompressionConfig, str]] = {
     "full": (CompressionConfig(kind="full"), "plain causal attention (the control)"),
     "sliding-128": (CompressionConfig(kind="sliding", local=128), "raw sliding window of 128 tokens only"),
     "v4-csa": (
-        CompressionConfig(step=4, window=8, local=128, pooler="channel_gate", sink=True),
-        "DeepSeek-V4 CSA layer (without the top-k indexer): s=4, w=8, 128 raw tokens, sink",
+        CompressionConfig(step=4, window=8, local=128, pooler="channel_gate", sink=True, value_rope=True),
+        "DeepSeek-V4 CSA layer (without the top-k indexer): s=4, w=8, 128 raw tokens, sink, values rotated like keys",
     ),
     "v4-hca": (
-        CompressionConfig(step=128, window=128, local=128, pooler="channel_gate", sink=True),
-        "DeepSeek-V4 HCA layer: s=w=128, 128 raw tokens, sink",
+        CompressionConfig(step=128, window=128, local=128, pooler="channel_gate", sink=True, value_rope=True),
+        "DeepSeek-V4 HCA layer: s=w=128, 128 raw tokens, sink, values rotated like keys",
     ),
     "v4.1": (
-        CompressionConfig(step=2, window=2, local=128, pooler="channel_gate_nobias", sink=True),
-        "DeepSeek-V4.1 compressor: s=w=2, no position bias",
+        CompressionConfig(step=2, window=2, local=128, pooler="channel_gate_nobias", sink=True, value_rope=True),
+        "DeepSeek-V4.1 compressor: s=w=2, no position bias, values rotated like keys",
     ),
     "study": (
         CompressionConfig(step=8, window=8, local=16, pooler="scalar_gate"),

@@ -1,8 +1,8 @@
 """A Qwen3-style decoder whose attention layers may compress their KV cache in chunks.
 
 Top to bottom: RMSNorm, RoPE, Attention (GQA + per-head QK-norm + a per-layer compression
-scheme), SwiGLU MLP, Block, Decoder (embedding with optional token-shift input, blocks,
-tied LM head, ``generate`` with a compressed cache).
+scheme, optionally DeepSeek-V4's rotated value path), SwiGLU MLP, Block, Decoder (embedding
+with optional token-shift input, blocks, tied LM head, ``generate`` with a compressed cache).
 
 Shape legend
     B batch, T new tokens, C model width, V vocabulary,
@@ -13,6 +13,8 @@ Positions are explicit: a call covers positions ``start_pos .. start_pos+T-1``; 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +27,9 @@ from phasescope.kv.config import CompressionConfig, rope_positions
 from phasescope.kv.poolers import POOLERS
 from phasescope.kv.poolers.channel_gate import upcast
 from phasescope.model.config import ModelConfig
+
+# rope(x [..., P, D], positions broadcastable to [..., P]) -> x rotated at those positions
+Rope = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class RMSNorm(nn.Module):
@@ -93,31 +98,58 @@ class Attention(nn.Module):
         return q, k, v
 
     def forward(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
+        """x [B,T,C] at positions start_pos.. -> [B,T,C]; appends to ``cache`` when given."""
         b, t, _ = x.shape
-        positions = torch.arange(start_pos, start_pos + t, device=x.device)
         q, k, v = self.project(x)
         feats = self.pooler.features(x, k, v) if self.pooler is not None else None
-        q, k = self.rope(q, positions), self.rope(k, positions)
+        out = self.attend(q, k, v, feats, start_pos, cache, self.rope)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        feats: torch.Tensor | None,
+        start_pos: int,
+        cache: LayerCache | None,
+        rope: Rope,
+    ) -> torch.Tensor:
+        """Everything between the projections: q [B,H,T,D], k, v [B,Hk,T,D] (pre-RoPE), pooling
+        features [B,Hk,T,F] (None without a pooler) -> attention output [B,H,T,D].
+
+        RoPE, raw + compressed KV assembly, one joint softmax and, with ``value_rope``, the
+        rotation of values and de-rotation of the output. ``rope(x, positions)`` rotates
+        x [..., P, D] at positions [..., P] and ``rope(x, -positions)`` must undo it; the
+        model passes its own, a test can pass another layout (transformers' DeepSeek-V4 rope).
+        """
+        positions = torch.arange(start_pos, start_pos + q.shape[2], device=q.device)
+        q, k = rope(q, positions), rope(k, positions)
+        if self.scheme.value_rope:  # DeepSeek-V4: a value carries its position like its key
+            v = rope(v, positions)
         cache = cache if cache is not None else LayerCache()
         raw_k, raw_v = cache.raw_k.append(k), cache.raw_v.append(v)
-        kv = KVView(raw_k=raw_k, raw_v=raw_v, raw_start=start_pos + t - raw_k.shape[2])
+        kv = KVView(raw_k=raw_k, raw_v=raw_v, raw_start=start_pos + q.shape[2] - raw_k.shape[2])
         if self.pooler is not None:
-            self._add_entries(kv, cache, feats, start_pos)
+            self._add_entries(kv, cache, feats, start_pos, rope)
         out = self._attend(q, start_pos, kv)
         if self.scheme.kind != "full":  # later queries need only the last L raw tokens
             cache.raw_k.keep_last(self.scheme.local)
             cache.raw_v.keep_last(self.scheme.local)
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        if self.scheme.value_rope:
+            # Undo the rotation at the query position: each value then contributes rotated by
+            # (its position - the query's), a relative distance, as in DeepSeek-V4.
+            out = rope(out, -positions)
+        return out
 
-    def _add_entries(self, kv: KVView, cache: LayerCache, feats: torch.Tensor, start_pos: int) -> None:
+    def _add_entries(self, kv: KVView, cache: LayerCache, feats: torch.Tensor, start_pos: int, rope: Rope) -> None:
         """Pool windows completed by the new tokens and join them to the cached entries."""
         buf = cat_or_new(cache.pending, feats, 2)
         buf_start = start_pos - (0 if cache.pending is None else cache.pending.shape[2])
         ends, ck, cv = new_entries(self.pooler, self.scheme, buf, buf_start, start_pos)
         if ends.shape[1] and self.scheme.rope != "none":
-            ck = self.rope(ck, rope_positions(self.scheme, ends))
-        # V4-style shared K=V that is never rotated: store it once
-        cache.shared_kv = self.pooler.shared_kv and (self.scheme.rope == "none" or self.rotary is None)
+            ck, cv = self._rotate_entries(ck, cv, rope_positions(self.scheme, ends), rope)
+        cache.shared_kv = self._entry_value_is_key()
         kv.comp_k, kv.comp_end = cache.comp_k.append(ck), cache.comp_end.append(ends)
         kv.comp_v = kv.comp_k if cache.shared_kv else cache.comp_v.append(cv)
         if self.scheme.stagger and kv.comp_end.shape[1] > ends.shape[1]:
@@ -126,6 +158,18 @@ class Attention(nn.Module):
             cache.comp_v.replace(kv.comp_v)
             cache.comp_end.replace(kv.comp_end)
         cache.pending = keep_last(buf, self.scheme.window - 1)
+
+    def _rotate_entries(self, ck, cv, where: torch.Tensor, rope: Rope):
+        """Entry keys (and with ``value_rope`` values) [B,Hk,N,D] rotated at ``where`` [Hk,N]."""
+        ck_rot = rope(ck, where)
+        if not self.scheme.value_rope:
+            return ck_rot, cv
+        return ck_rot, ck_rot if self.pooler.shared_kv else rope(cv, where)
+
+    def _entry_value_is_key(self) -> bool:
+        """A shared K=V entry (V4) stays one tensor, stored once, unless only its key is rotated."""
+        key_unrotated = self.scheme.rope == "none" or self.rotary is None
+        return self.pooler.shared_kv and (self.scheme.value_rope or key_unrotated)
 
     def _attend(self, q: torch.Tensor, start_pos: int, kv: KVView) -> torch.Tensor:
         scheme = self.scheme

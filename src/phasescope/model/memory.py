@@ -15,8 +15,9 @@ def layer_cache_bytes(scheme: CompressionConfig, cfg: ModelConfig, n_tokens: int
     """Bytes one layer's cache holds after n_tokens.
 
     full: all raw K and V. sliding: the last L raw K and V. chunked: the last L raw K and V,
-    one K and V per completed entry (the most of any KV head; once when a shared K=V entry is
-    not rotated), and the pooling features of the last w-1 tokens.
+    one K and V per completed entry (the most of any KV head; once for a shared K=V entry whose
+    value is its key: rotated together with ``value_rope``, or not rotated at all), and the
+    pooling features of the last w-1 tokens.
     """
     per_token_kv = 2 * cfg.n_kv_heads * cfg.head_dim * itemsize
     if scheme.kind == "full":
@@ -29,8 +30,8 @@ def layer_cache_bytes(scheme: CompressionConfig, cfg: ModelConfig, n_tokens: int
     )
     pooler = POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim)
     pending = min(n_tokens, scheme.window - 1) * cfg.n_kv_heads * pooler.feature_dim() * itemsize
-    # a shared key/value entry that is never rotated is stored once
-    stored_once = pooler.shared_kv and (scheme.rope == "none" or not cfg.rope)
+    # a shared key/value entry is stored once unless only its key is rotated
+    stored_once = pooler.shared_kv and (scheme.value_rope or scheme.rope == "none" or not cfg.rope)
     per_entry = per_token_kv // 2 if stored_once else per_token_kv
     return raw + n_entries * per_entry + pending
 
