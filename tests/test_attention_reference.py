@@ -55,6 +55,35 @@ def test_entry_selector_hook_restricts_the_visible_entries():
     torch.testing.assert_close(attn(x, 0, None), sliding.blocks[0].attn(x, 0, None))
 
 
+def _select_all(q, comp_k, visible):
+    return torch.ones_like(visible)  # a selector that ignores causality: keeps future entries too
+
+
+@pytest.mark.parametrize("name", ["channel_gate-v4-valuerope", "scalar_gate-stagger-sink", "mean-s4w8-strict-L0"])
+@pytest.mark.parametrize("query_block", [128, 3])
+def test_entry_selector_cannot_reveal_future_entries(name, query_block):
+    """The selector only restricts: keeping everything (even entries not yet complete) equals no selector."""
+    model = tiny_model(SCHEME_CASES[name], n_layers=1)
+    attn = model.blocks[0].attn
+    attn.query_block = query_block
+    x = torch.randn(2, 23, 32, dtype=torch.float64)
+    plain = attn(x, 0, None)
+    attn.entry_selector = _select_all
+    torch.testing.assert_close(attn(x, 0, None), plain, rtol=1e-12, atol=1e-12)
+
+
+def test_changing_a_token_never_changes_earlier_logits_with_a_selector():
+    model = tiny_model(SCHEME_CASES["channel_gate-v4-valuerope"], token_shift=True)
+    for block in model.blocks:
+        block.attn.entry_selector = _select_all
+    ids = torch.randint(0, 50, (1, 23), generator=torch.Generator().manual_seed(0))
+    base = model(ids)
+    for t in (0, 5, 13, 22):
+        changed = ids.clone()
+        changed[0, t] = (changed[0, t] + 7) % 50
+        torch.testing.assert_close(model(changed)[:, :t], base[:, :t], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("name", sorted(SCHEME_CASES))
 def test_inference_fast_path_matches_loop_reference(name):
     """Without gradients, long prefills take the split (bulk + edge) path: same numbers."""

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-# (q_block [B,H,Tb,D], comp_k [B,Hk,Nb,D], visible [Hk,Tb,Nb]) -> restricted visible mask.
-# The hook for a top-k indexer (DeepSeek-V4 CSA keeps 512 entries per query).
+# (q_block [B,H,Tb,D], comp_k [B,Hk,Nb,D], visible [Hk,Tb,Nb]) -> entries to keep [Hk,Tb,Nb].
+# The hook for a top-k indexer (DeepSeek-V4 CSA keeps 512 entries per query). Its result is
+# AND-ed with ``visible``: a selector can hide entries, never reveal a future or padding one.
 EntrySelector = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -120,7 +121,7 @@ def _block_segments(
         comp_mask = (ends < q_pos[None, :, None]) if strict else (ends <= q_pos[None, :, None])
         comp_k = kv.comp_k[:, :, first_entry:n_b]
         if select is not None and n_b:
-            comp_mask = select(q_block, comp_k, comp_mask)
+            comp_mask = comp_mask & select(q_block, comp_k, comp_mask)
         segments.append((comp_k, kv.comp_v[:, :, first_entry:n_b], comp_mask))
     return segments
 
