@@ -52,7 +52,7 @@ def attention_core(attn, x: torch.Tensor):
     def run():
         kv = KVView(raw_k=k, raw_v=v, raw_start=0)
         if attn.pooler is not None:
-            attn._add_entries(kv, LayerCache(), feats, 0)
+            attn._add_entries(kv, LayerCache(), feats, 0, attn.rope)
         return attn._attend(q, 0, kv)
 
     return run
