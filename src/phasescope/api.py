@@ -103,7 +103,8 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
     spec_path = run_dir / "spec.json"
     seed = json.loads(spec_path.read_text()).get("seed", 0) if spec_path.exists() else 0
     metrics = analyze_records(records, seed=seed, n_resamples=n_resamples)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
     return metrics
 
 

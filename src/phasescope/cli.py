@@ -278,28 +278,27 @@ def analyze(
 
 
 def print_metrics(metrics: dict, title: str) -> None:
+    from phasescope.reporting.text import gap_line, interval, number, period_line, window_line
+
     table = Table(title=f"{title}: step {metrics['step']}")
-    for col in ("phase", "n", "accuracy", "95% CI", "mean log p", "mean margin"):
+    for col in ("phase", "n", "accuracy [Wilson 95%]", "drift-adjusted", "effect pp [95%]", "mean log p", "margin"):
         table.add_column(col, justify="right")
     for r in metrics["phases"]:
         boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
-        margin = "-" if r["mean_margin"] is None else f"{r['mean_margin']:.2f}"
+        ci = (r["ci_low"], r["ci_high"]) if r["accuracy"] is not None else None
         table.add_row(
             f"{r['phase']}{boundary}",
             str(r["n"]),
-            f"{r['accuracy']:.3f}",
-            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-            f"{r['mean_logprob']:.2f}",
-            margin,
+            number(r["accuracy"], missing="not estimable") + interval(ci, ".3f"),
+            number(r["adjusted_accuracy"]),
+            number(r["effect_pp"], "+.1f") + interval(r["effect_ci_pp"]),
+            number(r["mean_logprob"], ".2f"),
+            number(r["mean_margin"], ".2f"),
         )
     console.print(table)
-    period = metrics["period"]
-    detected = f"period {period['detected']}" if period["detected"] else "no significant period"
-    console.print(
-        f"gap {metrics['gap_pp']:.1f} pp [{metrics['gap_ci_pp'][0]:.1f}, {metrics['gap_ci_pp'][1]:.1f}] "
-        f"p={metrics['gap_p_value']:.3g}; {detected}"
-        + (f" (p={period['p_value']:.3g})" if period.get("p_value") is not None else "")
-    )
+    for line in (gap_line(metrics), period_line(metrics), window_line(metrics)):
+        if line:
+            console.print(line)
 
 
 @app.command()

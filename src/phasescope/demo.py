@@ -14,6 +14,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from phasescope.reporting.text import gap_line, number, period_line
+
 ASSETS = Path(__file__).parent / "assets" / "demo"
 MODELS = {"tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)", "tiny-full": "full-attention control"}
 DEMO_SAMPLES = 256
@@ -86,19 +88,15 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
         phasescope.report(run_dir)
     console.print(side_by_side(metrics))
     for name, m in metrics.items():
-        period = m["period"]["detected"]
-        console.print(
-            f"[bold]{name}[/]: gap {m['gap_pp']:.1f} pp [{m['gap_ci_pp'][0]:.1f}, {m['gap_ci_pp'][1]:.1f}] "
-            f"(p = {m['gap_p_value']:.2g}); "
-            + (f"detected period {period} (p = {m['period']['p_value']:.2g})" if period else "no significant period")
-            + f"; report: {out / name / 'report.html'}"
-        )
+        console.print(f"[bold]{name}[/]: {gap_line(m)}; {period_line(m)}; report: {out / name / 'report.html'}")
     console.print(f"demo finished in {time.perf_counter() - start:.0f} s")
     return metrics
 
 
 def side_by_side(metrics: dict[str, dict]) -> Table:
-    table = Table(title="retrieval accuracy by phase of the needle's value (mod 4); Wilson 95% CI")
+    table = Table(
+        title="retrieval accuracy by phase of the needle's value (mod 4): raw [Wilson 95% CI] | drift-adjusted"
+    )
     table.add_column("phase", justify="right")
     for name in metrics:
         table.add_column(name, justify="right")
@@ -106,6 +104,10 @@ def side_by_side(metrics: dict[str, dict]) -> Table:
         cells = []
         for m in metrics.values():
             row = m["phases"][p] if p < len(m["phases"]) else None
-            cells.append("-" if row is None else f"{row['accuracy']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]")
+            if row is None or row["accuracy"] is None:
+                cells.append("not estimable")
+                continue
+            raw = f"{row['accuracy']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
+            cells.append(f"{raw} | {number(row['adjusted_accuracy'], '.2f')}")
         table.add_row(f"{p}{' (boundary)' if p == 3 else ''}", *cells)
     return table

@@ -10,21 +10,36 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from phasescope.reporting.text import gap_line  # noqa: E402
+
 
 def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
-    rows = metrics["phases"]
-    phases = [r["phase"] for r in rows]
+    """Raw accuracy per phase (bars, Wilson CIs) and the drift-adjusted accuracy (dots, with the
+    phase effect's interval)."""
+    rows = [r for r in metrics["phases"] if r["accuracy"] is not None]
+    phases = np.array([r["phase"] for r in rows])
     acc = np.array([r["accuracy"] for r in rows])
     low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
     high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
     fig, ax = plt.subplots(figsize=(5, 3.4))
     colors = ["tab:red" if p == metrics["step"] - 1 else "tab:blue" for p in phases]
-    ax.bar(phases, acc, yerr=[low, high], color=colors, capsize=4, alpha=0.8)
+    ax.bar(phases, acc, yerr=[low, high], color=colors, capsize=4, alpha=0.6, label="raw (Wilson 95% CI)")
+    adjusted = [r for r in rows if r["adjusted_accuracy"] is not None]
+    if adjusted:
+        x = np.array([r["phase"] for r in adjusted]) + 0.25
+        y = np.array([r["adjusted_accuracy"] for r in adjusted])
+        err = None
+        if all(r["effect_ci_pp"] is not None for r in adjusted):
+            effect = np.array([r["effect_pp"] for r in adjusted])
+            ci = np.array([r["effect_ci_pp"] for r in adjusted])
+            err = [(effect - ci[:, 0]) / 100, (ci[:, 1] - effect) / 100]
+        ax.errorbar(x, y, yerr=err, fmt="o", color="black", capsize=3, label="drift-adjusted")
     ax.set_xticks(phases, [f"{p}{' (boundary)' if p == metrics['step'] - 1 else ''}" for p in phases], fontsize=8)
     ax.set_xlabel("phase of the anchor ((position - align) mod step)")
-    ax.set_ylabel("accuracy (Wilson 95% CI)")
+    ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1.05)
-    ax.set_title(title or f"gap {metrics['gap_pp']:.1f} pp, p = {metrics['gap_p_value']:.2g}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title or gap_line(metrics).split(";")[0], fontsize=8)
     _save(fig, path)
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from phasescope.reporting.figures import FIGURES
+from phasescope.reporting.text import gap_line, interval, number, period_line, window_line
 
 
 def write_report(run_dir: Path) -> Path:
@@ -26,34 +27,34 @@ def write_report(run_dir: Path) -> Path:
 
 
 def _phase_table(metrics: dict) -> str:
-    head = "<tr><th>phase</th><th>n</th><th>accuracy</th><th>95% CI</th><th>mean log p</th><th>mean margin</th></tr>"
+    head = (
+        "<tr><th>phase</th><th>n</th><th>accuracy</th><th>Wilson 95% CI</th><th>drift-adjusted accuracy</th>"
+        "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin</th></tr>"
+    )
     rows = []
     for r in metrics["phases"]:
         boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
-        margin = "" if r["mean_margin"] is None else f"{r['mean_margin']:.3f}"
+        ci = interval((r["ci_low"], r["ci_high"]), ".3f") if r["accuracy"] is not None else ""
         rows.append(
-            f"<tr><td>{r['phase']}{boundary}</td><td>{r['n']}</td><td>{r['accuracy']:.3f}</td>"
-            f"<td>[{r['ci_low']:.3f}, {r['ci_high']:.3f}]</td><td>{r['mean_logprob']:.3f}</td><td>{margin}</td></tr>"
+            f"<tr><td>{r['phase']}{boundary}</td><td>{r['n']}</td>"
+            f"<td>{number(r['accuracy'], missing='not estimable')}</td><td>{ci}</td>"
+            f"<td>{number(r['adjusted_accuracy'])}</td>"
+            f"<td>{number(r['effect_pp'], '+.1f')}{interval(r['effect_ci_pp'])}</td>"
+            f"<td>{number(r['mean_logprob'])}</td><td>{number(r['mean_margin'])}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
 
 
 def _summary(metrics: dict) -> str:
-    period = metrics["period"]
-    detected = f"period {period['detected']}" if period["detected"] else "no significant period"
     lines = [
         f"overall accuracy {metrics['overall_accuracy']:.3f} over {metrics['n_records']} records "
         f"({metrics['n_contents']} contents x {len(metrics['offsets'])} offsets)",
-        f"gap {metrics['gap_pp']:.1f} pp, 95% CI [{metrics['gap_ci_pp'][0]:.1f}, {metrics['gap_ci_pp'][1]:.1f}], "
-        f"permutation p = {metrics['gap_p_value']:.3g}; homogeneity p = {metrics['homogeneity_p_value']:.3g}",
-        f"{detected} (p = {period['p_value']:.3g})" if period.get("p_value") is not None else detected,
+        gap_line(metrics),
+        period_line(metrics),
+        f"model: {metrics.get('model', '')} (trend degree {metrics.get('trend_degree')})",
     ]
-    if metrics.get("windows"):
-        w = metrics["windows"]
-        lines.append(
-            "same-window accuracy "
-            + ", ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})" for k, v in w.items() if v["accuracy"] is not None)
-        )
+    if window_line(metrics):
+        lines.append(window_line(metrics))
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 
