@@ -25,7 +25,9 @@ def test_schemes_lists_every_scheme_and_pooler():
 def test_savings_reports_the_formula_ratio():
     result = runner.invoke(app, ["savings", "--scheme", "v4-csa", "--tokens", "131072"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    assert "25.1%" in result.output  # (128 + 131072/4) / 131072 = 25.1%
+    # raw K and V for 128 tokens + one shared K=V entry per 4 tokens (V4 stores the rotated entry once),
+    # over K and V of 131072 tokens: (2*128 + 131072/4) / (2*131072) = 12.6%
+    assert "12.6%" in result.output
 
 
 def test_bad_input_is_a_clear_error_not_a_traceback():

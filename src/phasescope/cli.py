@@ -31,7 +31,9 @@ def describe(cfg, short: bool = False) -> str:
     else:
         text = (
             f"s={cfg.step} w={cfg.window} a={cfg.align} L={cfg.local} {cfg.visibility} "
-            f"rope={cfg.rope} pooler={cfg.pooler}" + (" stagger" if cfg.stagger else "")
+            f"rope={cfg.rope} pooler={cfg.pooler}"
+            + (" value_rope" if cfg.value_rope else "")
+            + (" stagger" if cfg.stagger else "")
         )
     return text + (" sink" if cfg.sink else "")
 
