@@ -42,3 +42,12 @@ def test_five_pp_at_the_demo_size_is_detected_most_of_the_time():
     scenario = Scenario(family="drift", n_contents=256, records_per_cell=(1, 1), effects_pp=(0, 0, 0, -5))
     rates = calibrate(scenario, 100, seed=14, n_boot=199)
     assert rates["gap_rejects"] >= 0.7, rates  # measured 0.86 over 600 datasets (docs/sweeps.md)
+
+
+def test_same_window_contrast_is_calibrated_under_phase_and_format_effects():
+    """No window effect, but a phase effect and a format effect of the gapped rendering: the
+    same-window test at equal value phase must not fire more than alpha + 2 s.e."""
+    scenario = Scenario(family="drift+bump", kv_gaps=(0, 1), effects_pp=(-8, 0, 0, 4), format_pp=-6)
+    rates = calibrate(scenario, N_DATASETS, seed=15, n_boot=199)
+    assert rates["window_rejects"] <= binomial_bound(ALPHA, N_DATASETS), rates
+    assert rates["window_ci_covers"] >= 1 - binomial_bound(ALPHA, N_DATASETS), rates

@@ -27,16 +27,30 @@ def resolve_model(model) -> LoadedModel:
     raise ValueError(f"model must be a spec string, a Decoder, or a callable input_ids -> logits; got {type(model)}")
 
 
-def build_probe(name: str, loaded: LoadedModel, *, design: str, task: RetrievalTask | None, tokenizer, completion):
+def build_probe(
+    name: str,
+    loaded: LoadedModel,
+    *,
+    design: str,
+    task: RetrievalTask | None,
+    tokenizer,
+    completion,
+    min_gap: int = 0,
+    depth: float = 0.5,
+    kv_gaps: tuple[int, ...] = (0,),
+):
+    """``min_gap``: tokens the needle must end before the question (raw window + one window)."""
     if name not in PROBES:
         raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
     tokenizer = tokenizer or loaded.tokenizer
     if name == "kv-retrieval":
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
         if task is not None:
-            return KVRetrievalProbe(task, KVRetrievalSpec(design=design))
+            spec = KVRetrievalSpec(design=design, depth=depth, kv_gaps=tuple(kv_gaps))
+            return KVRetrievalProbe(task, spec, min_gap=min_gap)
         if tokenizer is not None:
-            return TextKVRetrievalProbe(tokenizer, TextKVSpec(design=design), bos_id=loaded.bos_id)
+            spec = TextKVSpec(design=design, depth=depth, kv_gaps=tuple(kv_gaps))
+            return TextKVRetrievalProbe(tokenizer, spec, bos_id=loaded.bos_id, min_gap=min_gap)
         raise ProbeError(
             "kv-retrieval needs the model's task (native ids: pass task=RetrievalTask(...)) or a tokenizer"
         )
@@ -62,12 +76,18 @@ def sweep(
     completion: CompletionSpec | None = None,
     progress: bool = False,
     command: str | None = None,
+    local: int | None = None,
+    depth: float = 0.5,
+    kv_gaps=(0,),
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
     ``model``: a phasescope model directory, a ``Decoder``, or any callable
     ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])``. ``step``/``align`` default
-    to the model's own compression geometry.
+    to the model's own compression geometry, ``local`` (the raw window L) too: the needle is
+    kept at least L + one compression window before the question. ``depth``: where the needle
+    sits in the haystack (0 earliest, 1 latest). ``kv_gaps``: render each content with these
+    numbers of tokens between key and value (e.g. (0, 1)) for the same-window analysis.
     """
     loaded = resolve_model(model)
     step = step if step is not None else loaded.step
@@ -76,8 +96,21 @@ def sweep(
     align = align if align is not None else loaded.align
     if not 0 <= align < step:
         raise ProbeError(f"align={align} is invalid; allowed: 0 <= align < step ({step})")
-    window = loaded.window if loaded.step == step else step
-    probe_obj = build_probe(probe, loaded, design=design, task=task, tokenizer=tokenizer, completion=completion)
+    window = (loaded.window or step) if loaded.step == step else step
+    local = local if local is not None else loaded.local
+    if local is not None and local < 0:
+        raise ProbeError(f"local={local} is invalid; allowed: the raw window in tokens, >= 0")
+    probe_obj = build_probe(
+        probe,
+        loaded,
+        design=design,
+        task=task,
+        tokenizer=tokenizer,
+        completion=completion,
+        min_gap=0 if local is None else local + window,
+        depth=depth,
+        kv_gaps=tuple(kv_gaps),
+    )
     return run_sweep(
         loaded,
         probe_obj,
@@ -87,6 +120,7 @@ def sweep(
         step=step,
         align=align,
         window=window,
+        local=local,
         batch_size=batch_size,
         out=Path(out) if out is not None else None,
         progress=progress,

@@ -190,6 +190,14 @@ def parse_offsets(text: str) -> list[int]:
     return values
 
 
+def parse_gaps(text: str) -> tuple[int, ...]:
+    """'0,1' -> (0, 1)."""
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"--kv-gaps {text!r}: use integers separated by commas, e.g. 0,1") from None
+
+
 @app.command()
 def sweep(
     model: str = typer.Option(
@@ -207,6 +215,20 @@ def sweep(
     batch_size: int = typer.Option(16, min=1, help="Sequences per forward pass."),
     probe_file: str = typer.Option(
         None, help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit."
+    ),
+    local: int = typer.Option(
+        None,
+        min=0,
+        help="Raw local window L of the model (default: its config; DeepSeek-V4: sliding_window). kv-retrieval "
+        "keeps the needle at least L + one compression window before the question.",
+    ),
+    depth: float = typer.Option(
+        0.5, min=0.0, max=1.0, help="kv-retrieval: where the needle sits in the haystack (0 earliest, 1 latest)."
+    ),
+    kv_gaps: str = typer.Option(
+        "0",
+        help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1): "
+        "separates same-window from split-window at equal value phase.",
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
@@ -235,6 +257,8 @@ def sweep(
     ]
     args += ["--step", str(step)] if step is not None else []
     args += ["--align", str(align)] if align is not None else []
+    args += ["--local", str(local)] if local is not None else []
+    args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
 
     args += ["--probe-file", probe_file] if probe_file else []
     try:
@@ -254,6 +278,9 @@ def sweep(
             out=out,
             progress=progress,
             completion=completion,
+            local=local,
+            depth=depth,
+            kv_gaps=parse_gaps(kv_gaps),
             command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
         )
     except (ValueError, OSError) as err:

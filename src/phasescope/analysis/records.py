@@ -88,6 +88,13 @@ class RecordArrays:
             variant=np.zeros(len(content), dtype=np.int64),
         )
 
+    @classmethod
+    def concat(cls, parts: list[RecordArrays]) -> RecordArrays:
+        """Records of several renderings of the same contents (same step and content ids)."""
+        fields = ("content", "offset", "phase", "correct", "logprob", "margin", "same_window", "variant")
+        joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in fields}
+        return cls(step=parts[0].step, content_ids=parts[0].content_ids, **joined)
+
     @property
     def n_contents(self) -> int:
         return len(self.content_ids)

@@ -16,6 +16,11 @@ Each (content, offset) gets 1-3 records (``records_per_cell``). ``phase(d) = (ba
 
 Families: ``no-effect`` (difficulty only), ``drift``, ``drift+bump``; planted effects are added
 to any family with ``effects_pp``.
+
+Same-window designs (``kv_gaps``, e.g. (0, 1)): each content is also rendered with g tokens
+between a one-token key and its value (the value keeps its phase), with window = step and
+align 0, so the pair shares a window iff ``phase(value) >= 1 + g``; ``format_pp`` is the
+effect of each gapped rendering, ``window_pp`` the planted same-window advantage.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 from phasescope.analysis.period import detect_period
 from phasescope.analysis.phase_effects import fit_phase_effects
 from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.windows import window_contrast
 
 FAMILIES = ("no-effect", "drift", "drift+bump")
 DESIGNS = ("shift-needle", "pad-prefix")
@@ -47,6 +53,9 @@ class Scenario:
     drift_pp: float = 40.0
     drift_sd: float = 0.5
     bump_pp: float = 15.0
+    kv_gaps: tuple[int, ...] = (0,)
+    format_pp: float = 0.0
+    window_pp: float = 0.0
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES or self.design not in DESIGNS:
@@ -89,13 +98,27 @@ def probabilities(s: Scenario, rng: np.random.Generator) -> np.ndarray:
 
 def simulate(s: Scenario, rng: np.random.Generator) -> RecordArrays:
     p = probabilities(s, rng)
+    phases = s.phases()
+    parts = []
+    for variant, gap in enumerate(s.kv_gaps):
+        same = phases >= 1 + gap  # one-token key g tokens before the value; window = step, align 0
+        shift = (s.format_pp * (gap > 0) + s.window_pp * same) / 100
+        parts.append(_draw(s, np.clip(p + shift[None], 0.01, 0.99), same, variant, rng))
+    return RecordArrays.concat(parts) if len(parts) > 1 else parts[0]
+
+
+def _draw(s: Scenario, p: np.ndarray, same: np.ndarray, variant: int, rng: np.random.Generator) -> RecordArrays:
+    """1-3 Bernoulli(p[c, d]) records per (content, offset)."""
     lo, hi = s.records_per_cell
-    counts = rng.integers(lo, hi + 1, size=p.shape)
-    content = np.repeat(np.arange(s.n_contents)[:, None].repeat(len(s.offsets), 1).ravel(), counts.ravel())
-    offset_index = np.repeat(np.tile(np.arange(len(s.offsets)), s.n_contents), counts.ravel())
-    correct = rng.random(len(content)) < np.repeat(p.ravel(), counts.ravel())
-    offsets = np.array(s.offsets)[offset_index]
-    return RecordArrays.from_arrays(s.step, content, offsets, s.phases()[offset_index], correct)
+    counts = rng.integers(lo, hi + 1, size=p.shape).ravel()
+    content = np.repeat(np.arange(s.n_contents).repeat(len(s.offsets)), counts)
+    offset_index = np.repeat(np.tile(np.arange(len(s.offsets)), s.n_contents), counts)
+    correct = rng.random(len(content)) < np.repeat(p.ravel(), counts)
+    r = RecordArrays.from_arrays(s.step, content, np.array(s.offsets)[offset_index], s.phases()[offset_index], correct)
+    if len(s.kv_gaps) > 1:
+        r.same_window = same[offset_index].astype(float)
+        r.variant = np.full(len(content), variant)
+    return r
 
 
 def calibrate(
@@ -104,9 +127,13 @@ def calibrate(
     """Rejection rates of the gap, homogeneity and period tests over simulated datasets, and how
     often the gap interval covers the true gap."""
     rng = np.random.default_rng(seed)
-    gap = homogeneity = period = covered = 0
+    gap = homogeneity = period = covered = window = window_covered = 0
     for _ in range(n_datasets):
         r = simulate(s, rng)
+        if len(s.kv_gaps) > 1:
+            w = window_contrast(r, rng, n_boot)
+            window += w["p_value"] is not None and w["p_value"] < alpha
+            window_covered += w.get("ci_pp") is not None and w["ci_pp"][0] <= s.window_pp <= w["ci_pp"][1]
         fx = fit_phase_effects(r.cells(), rng, n_boot, trend_degree)
         gap += fx.gap_p is not None and fx.gap_p < alpha
         homogeneity += fx.homogeneity_p is not None and fx.homogeneity_p < alpha
@@ -120,6 +147,8 @@ def calibrate(
         "homogeneity_rejects": homogeneity / n,
         "period_detected": period / n,
         "gap_ci_covers": covered / n,
+        "window_rejects": window / n,
+        "window_ci_covers": window_covered / n,
         "n_datasets": n,
     }
 

@@ -18,6 +18,7 @@ class LoadedModel:
     step: int | None = None  # compression step the model's config declares (None: not compressed)
     align: int = 0
     window: int | None = None
+    local: int | None = None  # raw local window L of the compressed layers (None: not compressed / unknown)
     fingerprint: str = ""
     task: dict | None = None  # the retrieval task the model was trained on, when known
     description: str = ""

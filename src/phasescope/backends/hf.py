@@ -1,8 +1,9 @@
 """``hf:DIR``: a local transformers causal LM directory (no downloads, no remote code).
 
 Its compression geometry comes from ``phasescope.json`` (written by phasescope's HF export)
-or from a DeepSeek-V4 config's CSA compress rate; the retrieval task, when the model was
-trained by phasescope, from ``phasescope.json`` too.
+or from a DeepSeek-V4 config (CSA compress rate, window 2x, ``sliding_window`` as the raw
+window L); the retrieval task, when the model was trained by phasescope, from
+``phasescope.json`` too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
         step=geometry.get("step"),
         align=geometry.get("align", 0),
         window=geometry.get("window"),
+        local=geometry.get("local"),
         fingerprint=fingerprint_file(weights[0]) if weights else "",
         task=meta.get("task"),
         description=f"hf:{path}",
@@ -52,6 +54,9 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
 
 
 def _geometry_from_config(config) -> dict:
+    """DeepSeek-V4: CSA step m, overlapping window 2m, and the raw sliding window L."""
     rates = getattr(config, "compress_rates", None) or {}
     step = rates.get("compressed_sparse_attention")
-    return {"step": step, "window": 2 * step, "align": 0} if step else {}
+    if not step:
+        return {}
+    return {"step": step, "window": 2 * step, "align": 0, "local": getattr(config, "sliding_window", None)}

@@ -34,6 +34,7 @@ def from_decoder(model: Decoder, fingerprint: str = "", task: dict | None = None
         step=geometry.step if geometry else None,
         align=geometry.align if geometry else 0,
         window=geometry.window if geometry else None,
+        local=max(layer.local for layer in compressed) if compressed else None,
         fingerprint=fingerprint,
         task=task,
         description=description,
@@ -48,8 +49,18 @@ def load_native(path: str | Path) -> LoadedModel:
     return from_decoder(model, fingerprint_file(path / "model.safetensors"), task, f"phasescope model {path}")
 
 
-def from_callable(fn, vocab_size: int | None = None, step: int | None = None, align: int = 0) -> LoadedModel:
-    """Any ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])`` callable."""
+def from_callable(
+    fn,
+    vocab_size: int | None = None,
+    step: int | None = None,
+    align: int = 0,
+    window: int | None = None,
+    local: int | None = None,
+) -> LoadedModel:
+    """Any ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])`` callable; ``local`` is
+    its raw window L (probes then keep the needle beyond it)."""
     if isinstance(fn, Decoder):
         return from_decoder(fn)
-    return LoadedModel(logits=fn, vocab_size=vocab_size, step=step, align=align, description=repr(fn)[:80])
+    return LoadedModel(
+        logits=fn, vocab_size=vocab_size, step=step, align=align, window=window, local=local, description=repr(fn)[:80]
+    )

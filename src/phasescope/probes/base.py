@@ -30,6 +30,31 @@ class ProbeItem:
     key_pos: int | None = None  # first key token (probes with keys)
     value_pos: int | None = None  # first value token of the needle
     value_last: int | None = None  # last value token of the needle
+    variant: int = 0  # index of the rendering when a probe renders each content several ways (--kv-gaps)
+
+
+def check_needle_placement(items: list[ProbeItem], local: int | None, window: int) -> None:
+    """Refuse items whose needle the model could read uncompressed (DESIGN.md §3).
+
+    The query (the position predicting the answer, ``answer_pos - 1``) sees raw tokens
+    ``q-L+1 .. q``; the needle's last token must lie at least ``L + window`` tokens before it,
+    so the model can only reach it through compressed entries.
+    """
+    if local is None:
+        return
+    need = local + window
+    for item in items:
+        if item.value_last is None:
+            continue
+        gap = item.answer_pos - 1 - item.value_last
+        if gap < need:
+            raise ProbeError(
+                f"content {item.content_id} at offset {item.offset}: the needle ends {gap} tokens before the question, "
+                f"inside the model's raw window (L = {local}) plus one compression window ({window}), so the model "
+                f"would read it uncompressed; the needle must end >= {need} tokens before the question. Move it back "
+                "(lower --depth), lengthen the prompt (kv-retrieval in words: more pairs; native ids: a task whose "
+                f"min_distance >= {need}), or, if the model's raw window is really smaller, pass --local"
+            )
 
 
 class Probe:

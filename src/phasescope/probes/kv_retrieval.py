@@ -15,7 +15,17 @@ haystack (a pair it lands in is split; that pair is never queried or scored)::
 
 Pad-prefix: the needle at ``base`` and the first d tokens of a fixed random filler string
 right after BOS, so everything after BOS shifts by d. The anchor is the needle's first
-value token; the query is always more than ``min_distance`` tokens after the needle.
+value token; the query is always more than ``min_distance`` tokens after the needle, and at
+least ``min_gap`` (the model's raw window plus one compression window) after its last token.
+``depth`` places ``base`` in the room the haystack leaves (0 earliest, 1 latest).
+
+Same-window variants (``kv_gaps``, e.g. (0, 1)): each content is also rendered with g filler
+tokens between the needle's key and value. The value keeps its position (the key moves
+back), so at every offset the variants share the value's phase and differ only in whether
+key and value fall into one compression window::
+
+    g = 0:   ... K  V ...          g = 1:   ... K  f  V ...
+                    ^ value_pos = base + d         ^ same value_pos
 """
 
 from __future__ import annotations
@@ -35,12 +45,15 @@ class KVRetrievalSpec:
     n_pairs: int | None = None  # pairs in the haystack (default: the task's); longer rows when raised
     n_distractors: int = 3  # other values scored as candidates (nearest unsplit pairs first)
     design: str = "shift-needle"
+    depth: float = 0.5  # where the needle sits in the room the haystack leaves (0 earliest, 1 latest)
+    kv_gaps: tuple[int, ...] = (0,)  # filler tokens between the needle's key and value, one variant each
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
             raise ProbeError(f"design={self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
         if self.n_distractors < 0 or (self.n_pairs is not None and self.n_pairs < 2):
             raise ProbeError("n_distractors must be >= 0 and n_pairs >= 2")
+        check_depth_and_gaps(self.depth, self.kv_gaps)
 
 
 class KVRetrievalProbe(Probe):
@@ -48,8 +61,8 @@ class KVRetrievalProbe(Probe):
     summary = "haystack of key->value pairs; query one key, the answer is its value"
     has_keys = True
 
-    def __init__(self, task: RetrievalTask, spec: KVRetrievalSpec | None = None):
-        self.params = spec or KVRetrievalSpec()
+    def __init__(self, task: RetrievalTask, spec: KVRetrievalSpec | None = None, min_gap: int = 0):
+        self.params, self.min_gap = spec or KVRetrievalSpec(), min_gap
         if self.params.n_pairs and self.params.n_pairs != task.n_pairs:  # scale the haystack, keep the rest
             extra = (self.params.n_pairs - task.n_pairs) * (task.pair_len + task.max_gap)
             task = replace(task, n_pairs=self.params.n_pairs, seq_len=task.seq_len + max(extra, 0))
@@ -58,19 +71,27 @@ class KVRetrievalProbe(Probe):
             raise ProbeError(f"n_distractors={self.params.n_distractors} needs more pairs than {task.n_pairs}")
 
     def spec(self) -> dict:
-        return {"probe": self.name, **asdict(self.params), "task": self.task.to_dict()}
+        return {"probe": self.name, **asdict(self.params), "min_gap": self.min_gap, "task": self.task.to_dict()}
 
     def base(self, span: int) -> int:
-        """Needle key position at offset 0: the middle of the room the haystack leaves."""
+        """Needle key position at offset 0 (variant g = 0), at ``depth`` in the room the haystack leaves."""
         t = self.task
         query_start = t.seq_len - t.n_queries * t.query_len
-        last = query_start - t.min_distance - t.pair_len - span - 1  # latest start keeping the distance
-        if last < 1:
+        answer = query_start + 1 + t.key_len  # the first query's answer position in a row
+        moves = span if self.params.design == "shift-needle" else 0
+        last = min(
+            query_start - t.min_distance - t.pair_len - moves - 1,  # as in training: beyond min_distance
+            answer - t.pair_len - self.min_gap - moves,  # beyond the model's raw window + one window
+        )
+        first = 1 + max(self.params.kv_gaps)  # room for the key to move back in gapped variants
+        if last < first:
             raise ProbeError(
-                f"offsets up to {span} do not fit: the haystack leaves {query_start - t.min_distance - t.pair_len} "
-                "positions for the needle; use fewer offsets or a longer task (task.seq_len)"
+                f"offsets up to {span} do not fit: the needle must end more than {t.min_distance} tokens (the "
+                f"task's min_distance) and at least {self.min_gap} tokens (the model's raw window + one compression "
+                f"window) before the question, which leaves {max(0, last - first + 1 + moves)} positions in rows of "
+                f"{t.seq_len} tokens; use fewer offsets or a longer task (task.seq_len, task.min_distance)"
             )
-        return 1 + (last - 1) // 2
+        return first + int(self.params.depth * (last - first))
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         if min(offsets) < 0:
@@ -80,7 +101,8 @@ class KVRetrievalProbe(Probe):
         out = []
         for content_id in range(n_samples):
             content = self._content(span, rng)
-            out += [self._place(content, content_id, d, base) for d in offsets]
+            for variant, gap in enumerate(self.params.kv_gaps):
+                out += [self._place(content, content_id, d, base, gap, variant) for d in offsets]
         return out
 
     def _content(self, span: int, rng: np.random.Generator) -> dict:
@@ -100,20 +122,22 @@ class KVRetrievalProbe(Probe):
             if start != key_start
         ]
         pad = [int(x) for x in rng.choice(t.filler_ids, size=span)]
-        return {"needle": needle, "haystack": haystack, "pairs": pairs, "pad": pad}
+        widest = max(self.params.kv_gaps)  # drawn only when asked, so default sweeps keep their content
+        gap_fill = [int(x) for x in rng.choice(t.filler_ids, size=widest)] if widest else []
+        return {"needle": needle, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
 
-    def _place(self, content: dict, content_id: int, d: int, base: int) -> ProbeItem:
+    def _place(self, content: dict, content_id: int, d: int, base: int, gap: int, variant: int) -> ProbeItem:
         t, p = self.task, self.params
-        at = base + (d if p.design == "shift-needle" else 0)  # in the haystack without the needle
+        at = base + (d if p.design == "shift-needle" else 0) - gap  # in the haystack without the needle
         pad = content["pad"][:d] if p.design == "pad-prefix" else []
         hay = content["haystack"]
-        prompt = hay[:1] + pad + hay[1:at] + content["needle"] + hay[at:]
+        key_ids, value_ids = content["needle"][: t.key_len], content["needle"][t.key_len :]
+        prompt = hay[:1] + pad + hay[1:at] + key_ids + content["gap_fill"][:gap] + value_ids + hay[at:]
         key_pos = len(pad) + at
-        value_ids = content["needle"][t.key_len :]
         candidates = {"right": value_ids}
         for name, values in self._distractors(content, at):
             candidates[name] = values
-        value_pos = key_pos + t.key_len
+        value_pos = key_pos + t.key_len + gap
         item = ProbeItem(
             content_id=content_id,
             offset=d,
@@ -125,11 +149,9 @@ class KVRetrievalProbe(Probe):
             key_pos=key_pos,
             value_pos=value_pos,
             value_last=value_pos + t.value_len - 1,
+            variant=variant,
         )
-        if (
-            prompt[value_pos : value_pos + t.value_len] != value_ids
-            or prompt[-t.key_len :] != content["needle"][: t.key_len]
-        ):
+        if prompt[value_pos : value_pos + t.value_len] != value_ids or prompt[-t.key_len :] != key_ids:
             raise ProbeError(f"internal: needle not at its planned position {key_pos}")
         return item
 
@@ -150,6 +172,14 @@ class KVRetrievalProbe(Probe):
                 if len(chosen) == self.params.n_distractors:
                     break
         return chosen
+
+
+def check_depth_and_gaps(depth: float, kv_gaps: tuple[int, ...]) -> None:
+    if not 0 <= depth <= 1:
+        raise ProbeError(f"depth={depth!r} is invalid; allowed: a fraction in [0, 1] (0.5: the middle)")
+    gaps = list(kv_gaps)
+    if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
+        raise ProbeError(f"kv_gaps={kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
 
 
 def _pair_starts(tokens: np.ndarray, task: RetrievalTask) -> list[int]:

@@ -1,7 +1,8 @@
 """The sweep: every content sample at every offset, scored in batches, appended to
 ``records.jsonl`` as it goes, so an interrupted run resumes without rescoring or duplicates.
 
-Items are ordered by (offset, content) and cut into fixed batches of one offset each; a
+Items are ordered by (offset, variant, content) and cut into fixed batches of one offset and
+variant each; a
 resumed run rescores only the batches with missing records, in the same composition, so
 its numbers equal an uninterrupted run's.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.backends.base import LoadedModel
-from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement
 from phasescope.run.scoring import score_items
 from phasescope.runfiles import atomic_write_text, differing_keys
 
@@ -48,6 +49,7 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         "value_pos": item.value_pos,
         "answer_pos": item.answer_pos,
         "same_window": None,
+        "variant": item.variant,
         "target": item.target,
         **result,
     }
@@ -133,6 +135,7 @@ def run_sweep(
     step: int,
     align: int,
     window: int | None = None,
+    local: int | None = None,
     batch_size: int = 16,
     out: Path | None = None,
     progress: bool = False,
@@ -140,6 +143,7 @@ def run_sweep(
 ) -> SweepResult:
     items = probe.items(offsets, samples, np.random.default_rng(seed))
     check_sweep_inputs(items, offsets, step, model.vocab_size)
+    check_needle_placement(items, local, window or step)
     spec = {
         "probe": probe.spec(),
         "offsets": offsets,
@@ -148,23 +152,24 @@ def run_sweep(
         "step": step,
         "align": align,
         "window": window or step,
+        "local": local,
         "batch_size": batch_size,
         "model": model.description,
     }
-    done: dict[tuple[int, int], dict] = {}
+    done: dict[tuple, dict] = {}
     if out is not None:
         done = _open_run_dir(out, spec, lambda: {**manifest(model, seed), "command": command})
-    items.sort(key=lambda it: (it.offset, it.content_id))
+    items.sort(key=lambda it: (it.offset, it.variant, it.content_id))
     batches = _batches(items, batch_size)
-    todo = [b for b in batches if any((it.content_id, it.offset) not in done for it in b)]
+    todo = [b for b in batches if any(item_key(it) not in done for it in b)]
     scored = 0
     bar = _bar(progress, len(batches), len(batches) - len(todo))
     for batch in todo:
         results = score_items(model.logits, batch)
         fresh = [record_for(it, r, step, align, window or step) for it, r in zip(batch, results, strict=True)]
-        fresh = [r for r in fresh if (r["content_id"], r["offset"]) not in done]
+        fresh = [r for r in fresh if record_key(r) not in done]
         for r in fresh:
-            done[(r["content_id"], r["offset"])] = r
+            done[record_key(r)] = r
         if out is not None:
             with (out / "records.jsonl").open("a") as f:  # one write per batch
                 f.write("".join(json.dumps(r) + "\n" for r in fresh))
@@ -173,14 +178,23 @@ def run_sweep(
             bar.advance(bar.task_ids[0])
     if bar:
         bar.stop()
-    records = sorted(done.values(), key=lambda r: (r["content_id"], r["offset"]))
+    records = sorted(done.values(), key=record_key)
     return SweepResult(out, records, scored)
+
+
+def item_key(item: ProbeItem) -> tuple:
+    return (item.content_id, item.offset, item.variant)
+
+
+def record_key(record: dict) -> tuple:
+    """What identifies a record in a run: content, offset and variant (absent in older runs: 0)."""
+    return (record["content_id"], record["offset"], record.get("variant", 0))
 
 
 def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
     batches, current = [], []
     for item in items:
-        if current and (len(current) == batch_size or current[0].offset != item.offset):
+        if current and (len(current) == batch_size or item_key(current[0])[1:] != item_key(item)[1:]):
             batches.append(current)
             current = []
         current.append(item)
@@ -201,7 +215,7 @@ def _open_run_dir(out: Path, spec: dict, make_manifest) -> dict:
     records = read_records(out / "records.jsonl")
     # drop a line cut by an interruption
     atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
-    return {(r["content_id"], r["offset"]): r for r in records}
+    return {record_key(r): r for r in records}
 
 
 def _bar(enabled: bool, total: int, completed: int):
