@@ -22,16 +22,16 @@ demo: venv
 	$(BIN)/phasescope demo
 
 test: venv
-	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff check src tests benchmarks docs experiments
 	$(BIN)/python -m pytest
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks docs
-	$(BIN)/ruff format --check src tests benchmarks docs
+	$(BIN)/ruff check src tests benchmarks docs experiments
+	$(BIN)/ruff format --check src tests benchmarks docs experiments
 
 format: venv
-	$(BIN)/ruff format src tests benchmarks docs
-	$(BIN)/ruff check --fix src tests benchmarks docs
+	$(BIN)/ruff format src tests benchmarks docs experiments
+	$(BIN)/ruff check --fix src tests benchmarks docs experiments
 
 bench: venv
 	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json

@@ -144,3 +144,13 @@ def test_missing_fields_and_bad_phases_are_named():
         del r["logprobs"]
     with pytest.raises(ValueError, match="lack the field 'logprobs'"):
         analyze_records(records)
+
+
+@pytest.mark.parametrize("n_boot", [199, 500, 2000])
+def test_interval_excludes_a_value_exactly_when_the_bootstrap_test_rejects_it(n_boot):
+    from phasescope.analysis.cluster_ols import bootstrap_p, critical_value
+
+    null = np.random.default_rng(n_boot).random(n_boot)
+    crit = critical_value(null)
+    for observed in np.linspace(0.85, 1.0, 3001):
+        assert (observed > crit) == (bootstrap_p(null, observed) < 0.05)

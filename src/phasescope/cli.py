@@ -307,7 +307,7 @@ def analyze(
 
 
 def print_metrics(metrics: dict, title: str) -> None:
-    from phasescope.reporting.text import gap_line, interval, number, period_line, window_line
+    from phasescope.reporting.text import flip_line, gap_line, interval, number, period_line, window_line
 
     table = Table(title=f"{title}: step {metrics['step']}")
     for col in ("phase", "n", "accuracy [Wilson 95%]", "drift-adjusted", "effect pp [95%]", "mean log p", "margin"):
@@ -325,7 +325,7 @@ def print_metrics(metrics: dict, title: str) -> None:
             number(r["mean_margin"], ".2f"),
         )
     console.print(table)
-    for line in (gap_line(metrics), period_line(metrics), window_line(metrics)):
+    for line in (gap_line(metrics), period_line(metrics), flip_line(metrics), window_line(metrics)):
         if line:
             console.print(line)
 

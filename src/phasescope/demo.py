@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from phasescope.reporting.text import gap_line, number, period_line
+from phasescope.reporting.text import flip_line, gap_line, number, period_line
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
 MODELS = {"tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)", "tiny-full": "full-attention control"}
@@ -88,14 +88,17 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
         phasescope.report(run_dir)
     console.print(side_by_side(metrics))
     for name, m in metrics.items():
-        console.print(f"[bold]{name}[/]: {gap_line(m)}; {period_line(m)}; report: {out / name / 'report.html'}")
+        console.print(f"[bold]{name}[/]: {gap_line(m)}")
+        console.print(f"  {period_line(m)}; {flip_line(m)}")
+        console.print(f"  report: {out / name / 'report.html'}")
     console.print(f"demo finished in {time.perf_counter() - start:.0f} s")
     return metrics
 
 
 def side_by_side(metrics: dict[str, dict]) -> Table:
     table = Table(
-        title="retrieval accuracy by phase of the needle's value (mod 4): raw [Wilson 95% CI] | drift-adjusted"
+        title="retrieval accuracy by phase of the needle's value (mod 4)",
+        caption="raw [Wilson 95% CI] | drift-adjusted",
     )
     table.add_column("phase", justify="right")
     for name in metrics:

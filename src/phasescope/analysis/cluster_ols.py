@@ -104,3 +104,12 @@ def safe_ratio(value: np.ndarray, se: np.ndarray) -> np.ndarray:
 def bootstrap_p(null: np.ndarray, observed: float) -> float:
     """Share of bootstrap statistics at or above the observed one, counting the observation."""
     return float((1 + np.sum(null >= observed - 1e-12)) / (1 + len(null)))
+
+
+def critical_value(null: np.ndarray, level: float = 0.95, axis: int = 0) -> np.ndarray:
+    """The bootstrap critical value matching ``bootstrap_p``: an observed statistic above it has
+    p < 1 - level, so an interval built from it excludes a value exactly when the test rejects it."""
+    ordered = np.sort(null, axis=axis)
+    n = ordered.shape[axis]
+    index = min(n - 1, max(0, n - int(np.ceil((1 - level) * (n + 1) - 1e-9)) + 1))  # 1e-9: float 1 - 0.95
+    return np.take(ordered, index, axis=axis)

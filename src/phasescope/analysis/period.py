@@ -50,10 +50,12 @@ def detect_period(
     rng: np.random.Generator,
     n_perm: int = 2000,
     alpha: float = 0.05,
-    requested_degree: int = 3,
+    max_degree: int = 3,
 ) -> dict:
-    """offsets [D] (distinct), accuracy [D] (mean over records at each offset)."""
-    degree = trend_degree(len(offsets), requested_degree)
+    """offsets [D] (distinct), accuracy [D] (mean over records at each offset). The drift
+    polynomial has one degree per 6 offsets, at most cubic: candidates run up to D/2, and a
+    period of 12 over 24 offsets is only two cycles."""
+    degree = trend_degree(len(offsets), 6, min(max_degree, 3))
     trend = np.concatenate(
         [np.ones((len(offsets), 1)), legendre_trend(offsets.astype(float), degree, offsets.min(), offsets.max())],
         axis=1,

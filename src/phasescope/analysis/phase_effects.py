@@ -32,19 +32,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phasescope.analysis.cluster_ols import bootstrap_p, fit, full_rank, studentized, within
+from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
 from phasescope.analysis.records import Cells
 
 MIN_CONTENTS = 10  # below this, cluster-bootstrap intervals and p-values are not reported
-DEFAULT_TREND_DEGREE = 3
+MAX_TREND_DEGREE = 6
 
 
-def trend_degree(n_offsets: int, requested: int = DEFAULT_TREND_DEGREE) -> int:
-    """Degree of the drift polynomial: at most one degree per 6 distinct offsets (24 offsets:
-    cubic), at least linear, so the trend never has the freedom to imitate a short period."""
+def trend_degree(n_offsets: int, shortest_period: int, cap: int = MAX_TREND_DEGREE) -> int:
+    """Degree of the drift polynomial: one degree per ``shortest_period`` offsets, so it stays
+    smoother than the shortest periodic pattern it must not absorb (24 offsets, step 4:
+    degree 6; step 8: 3), at least linear, at most ``cap`` (0: the drift is ignored).
+
+    Why so flexible: a bump a cubic cannot follow leaks into the phase effects and pushes the
+    false-positive rate above alpha; a period-4 pattern is far too fast for a degree-6
+    polynomial over 24 offsets to absorb (both measured: experiments/calibration.py)."""
     if n_offsets < 3:
         return 0
-    return max(0, min(requested, max(1, n_offsets // 6)))
+    return max(0, min(cap, max(1, n_offsets // shortest_period)))
 
 
 def legendre_trend(offsets: np.ndarray, degree: int, lo: float, hi: float) -> np.ndarray:
@@ -86,11 +91,13 @@ def fit_phase_effects(
     cells: Cells,
     rng: np.random.Generator,
     n_boot: int = 2000,
-    requested_degree: int = DEFAULT_TREND_DEGREE,
+    max_degree: int = MAX_TREND_DEGREE,
     level: float = 0.95,
+    step: int | None = None,
 ) -> PhaseEffects:
+    """``step``: the period the phase effects repeat with (default: the number of phases seen)."""
     phases = sorted(int(p) for p in np.unique(cells.phase))
-    degree = trend_degree(len(np.unique(cells.offset)), requested_degree)
+    degree = trend_degree(len(np.unique(cells.offset)), step or max(len(phases), 2), max_degree)
     if len(phases) < 2:
         return PhaseEffects(phases, np.zeros(len(phases)), None, None, None, None, None, degree, _one_phase(phases))
     y = within(cells.accuracy, cells.content, cells.n, cells.n_contents)
@@ -128,10 +135,10 @@ def _bootstrap(model, effects, effect_map, pair_map, gap, phases, degree, rng, n
     max_t, effect_t, wald_null = np.concatenate(max_t), np.concatenate(effect_t), np.concatenate(wald_null)
     pair_se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pair_map, cov, pair_map), 0.0))
     effect_se = np.sqrt(np.maximum(np.einsum("ek,kl,el->e", effect_map, cov, effect_map), 0.0))
-    crit = np.quantile(max_t, level, method="higher")
+    crit = critical_value(max_t, level)
     size = np.abs(pair_map @ model.beta)
     gap_ci = (float(max(0.0, (size - crit * pair_se).max())), float((size + crit * pair_se).max()))
-    effect_crit = np.quantile(effect_t, level, axis=0, method="higher")
+    effect_crit = critical_value(effect_t, level)
     effect_ci = np.stack([effects - effect_crit * effect_se, effects + effect_crit * effect_se], axis=1)
     return PhaseEffects(
         phases=phases,

@@ -14,8 +14,9 @@ import math
 import numpy as np
 from scipy.stats import norm
 
+from phasescope.analysis.flips import phase_flips
 from phasescope.analysis.period import detect_period
-from phasescope.analysis.phase_effects import DEFAULT_TREND_DEGREE, PhaseEffects, fit_phase_effects
+from phasescope.analysis.phase_effects import MAX_TREND_DEGREE, PhaseEffects, fit_phase_effects
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.windows import window_contrast
 
@@ -82,11 +83,25 @@ def period_of(r: RecordArrays, rng: np.random.Generator, n_resamples: int, degre
             "period detection needs one phase per offset",
         }
     offsets, accuracy = r.offset_means()
-    return detect_period(offsets, accuracy, rng, n_resamples, requested_degree=degree)
+    return detect_period(offsets, accuracy, rng, n_resamples, max_degree=degree)
+
+
+def _ceiling_note(r: RecordArrays) -> str | None:
+    if r.correct.min() != r.correct.max():
+        return None
+    word = "right" if r.correct[0] else "wrong"
+    return (
+        f"every record is {word}: at this {'ceiling' if word == 'right' else 'floor'} no phase effect could show; "
+        "compare mean log p per phase, or use a harder task"
+    )
+
+
+def _join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
 
 
 def analyze_records(
-    records: list[dict], seed: int = 0, n_resamples: int = 2000, trend_degree: int = DEFAULT_TREND_DEGREE
+    records: list[dict], seed: int = 0, n_resamples: int = 2000, trend_degree: int = MAX_TREND_DEGREE
 ) -> dict:
     """metrics.json content from records alone."""
     r = RecordArrays.from_records(records)
@@ -94,10 +109,10 @@ def analyze_records(
 
 
 def analyze_arrays(
-    r: RecordArrays, seed: int = 0, n_resamples: int = 2000, trend_degree: int = DEFAULT_TREND_DEGREE
+    r: RecordArrays, seed: int = 0, n_resamples: int = 2000, trend_degree: int = MAX_TREND_DEGREE
 ) -> dict:
     rng = np.random.default_rng(seed)
-    fx = fit_phase_effects(r.cells(), rng, n_resamples, trend_degree)
+    fx = fit_phase_effects(r.cells(), rng, n_resamples, trend_degree, step=r.step)
     phases = per_phase(r, fx)
     raw = [row["accuracy"] for row in phases if row["accuracy"] is not None]
     offsets, by_offset = r.offset_means()
@@ -115,9 +130,10 @@ def analyze_arrays(
         "gap_p_value": fx.gap_p,
         "homogeneity_p_value": fx.homogeneity_p,
         "gap_raw_pp": 100 * (max(raw) - min(raw)) if len(raw) >= 2 else None,
-        "inference_note": fx.note,
+        "inference_note": _join(fx.note, _ceiling_note(r)),
         "period": period_of(r, rng, n_resamples, trend_degree),
         "accuracy_by_offset": [float(x) for x in by_offset],
         "phase_by_offset": r.phase_by_offset(),
         "windows": window_contrast(r, rng, n_resamples),
+        "flips": phase_flips(r),
     }

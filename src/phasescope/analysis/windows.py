@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phasescope.analysis.cluster_ols import bootstrap_p, fit, full_rank, studentized
+from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized
 from phasescope.analysis.phase_effects import MIN_CONTENTS
 from phasescope.analysis.records import RecordArrays
 
@@ -102,7 +102,7 @@ def window_contrast(r: RecordArrays, rng: np.random.Generator, n_boot: int = 200
     observed = abs(float(studentized(tau_row, model.beta, model.covariance)[0]))
     null = np.concatenate([np.abs(studentized(tau_row, d, c)[:, 0]) for d, c in model.draws(rng, n_boot)])
     se = float(np.sqrt(model.covariance[-1, -1]))
-    crit = float(np.quantile(null, level, method="higher"))
+    crit = float(critical_value(null, level))
     return result | {
         "ci_pp": [100 * (tau - crit * se), 100 * (tau + crit * se)],
         "p_value": bootstrap_p(null, observed),

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from phasescope.reporting.text import gap_line  # noqa: E402
+from phasescope.reporting.text import gap_title  # noqa: E402
 
 
 def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
@@ -39,7 +39,7 @@ def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1.05)
     ax.legend(fontsize=7, loc="lower right")
-    ax.set_title(title or gap_line(metrics).split(";")[0], fontsize=8)
+    ax.set_title(title or gap_title(metrics), fontsize=9)
     _save(fig, path)
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from phasescope.reporting.figures import FIGURES
-from phasescope.reporting.text import gap_line, interval, number, period_line, window_line
+from phasescope.reporting.text import flip_line, gap_line, interval, number, period_line, window_line
 
 
 def write_report(run_dir: Path) -> Path:
@@ -53,8 +53,7 @@ def _summary(metrics: dict) -> str:
         period_line(metrics),
         f"model: {metrics.get('model', '')} (trend degree {metrics.get('trend_degree')})",
     ]
-    if window_line(metrics):
-        lines.append(window_line(metrics))
+    lines += [line for line in (flip_line(metrics), window_line(metrics)) if line]
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 

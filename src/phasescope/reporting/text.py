@@ -19,9 +19,17 @@ def gap_line(metrics: dict) -> str:
     text += f"; raw max-min {metrics['gap_raw_pp']:.1f} pp)" if metrics.get("gap_raw_pp") is not None else ")"
     if metrics.get("gap_p_value") is not None:
         text += f", p = {metrics['gap_p_value']:.2g}; homogeneity p = {metrics['homogeneity_p_value']:.2g}"
-    elif metrics.get("inference_note"):
-        text += f"; {metrics['inference_note']}"
+    if metrics.get("inference_note"):
+        text += f" ({metrics['inference_note']})"
     return text
+
+
+def gap_title(metrics: dict) -> str:
+    """Short form for figure titles."""
+    if metrics.get("gap_pp") is None:
+        return "phase gap not estimable"
+    p = f", p = {metrics['gap_p_value']:.2g}" if metrics.get("gap_p_value") is not None else ""
+    return f"drift-adjusted phase gap {metrics['gap_pp']:.1f} pp{interval(metrics['gap_ci_pp'])}{p}"
 
 
 def period_line(metrics: dict) -> str:
@@ -44,3 +52,14 @@ def window_line(metrics: dict) -> str | None:
     text += interval(w.get("ci_pp"))
     text += f" (p = {w['p_value']:.2g})" if w.get("p_value") is not None else f" ({w.get('note', '')})"
     return text + f", format-adjusted; phases compared: {w['discordant_phases']}"
+
+
+def flip_line(metrics: dict) -> str | None:
+    """How often an answer changes when the content moves by less than one step."""
+    f = metrics.get("flips")
+    if not f:
+        return None
+    return (
+        f"flip rate {f['flip_rate_pp']:+.1f} pp{interval(f.get('ci_pp'))} (answers that change when the "
+        "content moves a step +-1, beyond moving it a whole step)"
+    )
