@@ -5,7 +5,7 @@
 Sweeps the two models of `phasescope demo` (src/phasescope/assets/demo) with shift-needle,
 pad-prefix and shift-needle with `--kv-gaps 0,1`, analyzes each run and prints one row per
 run: drift-adjusted gap with its interval and p-value, raw max - min, detected period, and
-the same-window contrast at equal value phase. ``--write`` puts the table into
+the flip rate and the same-window contrast at equal value phase. ``--write`` puts the table into
 docs/sweeps.md. About 2 minutes on 2 cores.
 """
 
@@ -40,7 +40,9 @@ def row(model: str, run: str, m: dict) -> list[str]:
     gap = "-" if m["gap_pp"] is None else f"{m['gap_pp']:.1f}{interval(m['gap_ci_pp'])}"
     p_gap = "-" if m["gap_p_value"] is None else f"{m['gap_p_value']:.2g}"
     found = f"{period['detected']} (p = {period['p_value']:.2g})" if period["detected"] else "none"
-    return [model, run, f"{m['overall_accuracy']:.3f}", gap, p_gap, f"{m['gap_raw_pp']:.1f}", found, same]
+    flips = m.get("flips")
+    flip = "-" if not flips else f"{flips['flip_rate_pp']:+.1f}{interval(flips.get('ci_pp'))}"
+    return [model, run, f"{m['overall_accuracy']:.3f}", gap, p_gap, f"{m['gap_raw_pp']:.1f}", found, flip, same]
 
 
 def main() -> None:
@@ -68,6 +70,7 @@ def main() -> None:
                 "gap p",
                 "raw max-min pp",
                 "period",
+                "flip rate pp [95%]",
                 "same-window minus split at equal value phase",
             ],
             rows,

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from phasescope.reporting.text import flip_line, gap_line, number, period_line
+from phasescope.reporting.text import interval, number, period_line
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
 MODELS = {"tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)", "tiny-full": "full-attention control"}
@@ -73,7 +73,7 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
     metrics = {}
     for name, model_dir in model_dirs(out, retrain, console).items():
         run_dir = out / name
-        console.print(f"sweeping {name} ({MODELS[name]}) -> {run_dir}")
+        console.print(f"sweeping {name}: {MODELS[name]}")
         phasescope.sweep(
             model_dir,
             step=4,
@@ -88,11 +88,25 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
         phasescope.report(run_dir)
     console.print(side_by_side(metrics))
     for name, m in metrics.items():
-        console.print(f"[bold]{name}[/]: {gap_line(m)}")
-        console.print(f"  {period_line(m)}; {flip_line(m)}")
-        console.print(f"  report: {out / name / 'report.html'}")
+        console.print(summary(name, m, out / name / "report.html"), highlight=False)
     console.print(f"demo finished in {time.perf_counter() - start:.0f} s")
     return metrics
+
+
+def summary(name: str, m: dict, report: Path) -> str:
+    """A few short lines per model (the full wording is in `phasescope analyze` and the report)."""
+    pad = " " * (len(name) + 2)
+    flips = m.get("flips") or {}
+    lines = [
+        f"[bold]{name}[/]: gap {m['gap_pp']:.1f} pp{interval(m['gap_ci_pp'])}"
+        + (f", p = {m['gap_p_value']:.2g}" if m["gap_p_value"] is not None else "")
+        + f" (drift-adjusted; raw {m['gap_raw_pp']:.1f} pp)",
+        f"{pad}{period_line(m)}"
+        + (f"; flip rate {flips['flip_rate_pp']:+.1f} pp{interval(flips.get('ci_pp'))}" if flips else ""),
+    ]
+    if m.get("inference_note"):
+        lines.append(f"{pad}note: {m['inference_note']}")
+    return "\n".join(lines + [f"{pad}report: {report}"])
 
 
 def side_by_side(metrics: dict[str, dict]) -> Table:
