@@ -126,12 +126,15 @@ def test_bump_without_phase_effect_is_not_a_period_but_a_planted_effect_on_top_i
     assert metrics["gap_ci_pp"][0] <= 10 <= metrics["gap_ci_pp"][1]
 
 
-def test_records_with_several_lines_per_content_and_offset_are_pooled():
+def test_records_of_several_variants_per_content_and_offset_are_pooled_but_duplicates_refused():
     rng = np.random.default_rng(8)
-    records = planted(rng, (0.8, 0.8, 0.8, 0.4), n_content=30) + planted(rng, (0.8, 0.8, 0.8, 0.4), n_content=30)
+    second = [r | {"variant": 1} for r in planted(rng, (0.8, 0.8, 0.8, 0.4), n_content=30)]
+    records = planted(rng, (0.8, 0.8, 0.8, 0.4), n_content=30) + second
     metrics = analyze_records(records, n_resamples=300)
     assert metrics["n_records"] == 2 * 30 * 24 and metrics["n_contents"] == 30
     assert metrics["gap_p_value"] < 0.01
+    with pytest.raises(ValueError, match="record 720 repeats record 0"):
+        analyze_records(records[:720] + records[:1])
 
 
 def test_missing_fields_and_bad_phases_are_named():
@@ -142,7 +145,7 @@ def test_missing_fields_and_bad_phases_are_named():
         RecordArrays.from_records(bad_phase)
     for r in records:
         del r["logprobs"]
-    with pytest.raises(ValueError, match="lack the field 'logprobs'"):
+    with pytest.raises(ValueError, match=r"record 0: the record lacks \['logprobs'\]"):
         analyze_records(records)
 
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 from phasescope.backends import LoadedModel, from_callable, load_spec
 from phasescope.backends.native import from_decoder
 from phasescope.data.retrieval import RetrievalTask
+from phasescope.errors import InputError
 from phasescope.model.decoder import Decoder
 from phasescope.probes import PROBES, KVRetrievalProbe, KVRetrievalSpec, PaddingCompletionProbe, ProbeError
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 from phasescope.probes.padding_completion import CompletionSpec
-from phasescope.run.orchestrator import SweepResult, read_records, run_sweep
+from phasescope.recordfile import read_records
+from phasescope.run.orchestrator import SweepResult, run_sweep
+from phasescope.runfiles import atomic_write_text, read_json
 
 
 def resolve_model(model) -> LoadedModel:
@@ -24,7 +28,7 @@ def resolve_model(model) -> LoadedModel:
         return from_decoder(model, description="in-memory phasescope Decoder")
     if callable(model):
         return from_callable(model)
-    raise ValueError(f"model must be a spec string, a Decoder, or a callable input_ids -> logits; got {type(model)}")
+    raise InputError(f"model must be a spec string, a Decoder, or a callable input_ids -> logits; got {type(model)}")
 
 
 def build_probe(
@@ -129,24 +133,48 @@ def sweep(
 
 
 def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
-    """Statistics from ``records.jsonl`` alone; writes ``metrics.json``."""
+    """Statistics from ``records.jsonl`` alone; writes ``metrics.json`` (with the digest of the
+    records it describes, so a report can tell when they changed)."""
     from phasescope.analysis.stats import analyze_records
 
     run_dir = Path(run_dir)
-    records = read_records(run_dir / "records.jsonl")
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir} is not a run directory (pass the --out directory of `phasescope sweep`)")
+    path = run_dir / "records.jsonl"
+    found = read_records(path)
+    if not found.records:
+        raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
     spec_path = run_dir / "spec.json"
-    seed = json.loads(spec_path.read_text()).get("seed", 0) if spec_path.exists() else 0
-    metrics = analyze_records(records, seed=seed, n_resamples=n_resamples)
+    seed = read_json(spec_path, "sweep spec").get("seed", 0) if spec_path.exists() else 0
+    if not isinstance(seed, int):
+        raise InputError(f"{spec_path}: seed must be an integer, got {seed!r}")
+    metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
+    metrics["records_sha256"] = records_digest(path)
+    if found.truncated_tail:
+        metrics["records_note"] = "the last line of records.jsonl was cut short (an interrupted sweep) and is left out"
     # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
+    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
     return metrics
 
 
+def records_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def report(run_dir: str | Path) -> Path:
-    """Figures and a self-contained report.html from metrics.json (analyzing first if needed)."""
+    """Figures and a self-contained report.html. The report always describes the records on
+    disk: metrics.json is recomputed when it is missing, unreadable or older than the records."""
     from phasescope.reporting.html import write_report
 
     run_dir = Path(run_dir)
-    if not (run_dir / "metrics.json").exists():
+    metrics_path = run_dir / "metrics.json"
+    current = None
+    if metrics_path.exists():
+        try:
+            current = read_json(metrics_path, "metrics")
+        except InputError:
+            current = None  # recomputed below from the records
+    records = run_dir / "records.jsonl"
+    if current is None or not records.exists() or current.get("records_sha256") != records_digest(records):
         analyze(run_dir)
     return write_report(run_dir)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from phasescope.errors import InputError
 
 app = typer.Typer(
     help="phasescope: find and measure phase sensitivity in models with chunked KV-cache compression.",
@@ -12,12 +16,62 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+DEBUG = {"on": False}  # set by --debug before any command runs
+
+
+@app.callback()
+def options(
+    debug: bool = typer.Option(False, "--debug", help="On any error, show the full Python traceback."),
+) -> None:
+    """phasescope: find and measure phase sensitivity in models with chunked KV-cache compression."""
+    DEBUG["on"] = debug
 
 
 def fail(message: str) -> None:
     """Print a user-facing error and exit with status 2 (no traceback)."""
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(code=2)
+
+
+def _os_message(err: OSError) -> str:
+    where = f": {err.filename}" if err.filename else ""
+    return f"{err.strerror or err}{where}"
+
+
+def guarded(command):
+    """The one exception boundary: a user's mistake (InputError, a file-system error) becomes
+    ``error: ...`` with exit 2; an interruption keeps finished work; anything else is a bug in
+    phasescope, reported as such (``--debug`` shows its traceback)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.BadParameter):
+            raise
+        except KeyboardInterrupt:
+            console.print("interrupted: finished work is on disk; rerun the same command to continue")
+            raise typer.Exit(code=130) from None
+        except (InputError, OSError) as err:
+            if DEBUG["on"]:
+                raise
+            fail(_os_message(err) if isinstance(err, OSError) else str(err))
+        except Exception as err:
+            if DEBUG["on"]:
+                raise
+            console.print(
+                f"[bold red]internal error[/] (a bug in phasescope, not in your input): {type(err).__name__}: {err}\n"
+                "rerun with --debug (phasescope --debug COMMAND ...) for the traceback, and please report it",
+                highlight=False,
+            )
+            raise typer.Exit(code=1) from None
+
+    return run
+
+
+def command(*args, **kwargs):
+    """``app.command`` behind the exception boundary."""
+    return lambda fn: app.command(*args, **kwargs)(guarded(fn))
 
 
 def describe(cfg, short: bool = False) -> str:
@@ -38,7 +92,7 @@ def describe(cfg, short: bool = False) -> str:
     return text + (" sink" if cfg.sink else "")
 
 
-@app.command()
+@command()
 def schemes() -> None:
     """List the named compression schemes and the registered poolers with their parameters."""
     from phasescope.kv import POOLERS, SCHEMES
@@ -58,7 +112,7 @@ def schemes() -> None:
     console.print(poolers)
 
 
-@app.command()
+@command()
 def savings(
     scheme: str = typer.Option("v4-csa", help="Named compression scheme used in every layer (see `schemes`)."),
     preset: str = typer.Option("qwen3-0.6b", help="Model preset: qwen3-0.6b, small or tiny."),
@@ -72,15 +126,12 @@ def savings(
     from phasescope.model import preset as get_preset
     from phasescope.model import savings as compute
 
-    try:
-        overrides = {} if local is None else {"local": local}
-        cfg = get_preset(preset, vocab_size, get_scheme(scheme, **overrides))
-    except ValueError as err:
-        fail(str(err))
+    overrides = {} if local is None else {"local": local}
+    cfg = get_preset(preset, vocab_size, get_scheme(scheme, **overrides))
     console.print(f"{preset} with {scheme} in all {cfg.n_layers} layers: {compute(cfg, tokens, bytes_per_value)}")
 
 
-@app.command()
+@command()
 def demo(
     out: str = typer.Option("runs/demo", help="Where the two run directories and reports go."),
     retrain: bool = typer.Option(False, help="Retrain both models from scratch first (about 10 minutes)."),
@@ -95,7 +146,7 @@ def demo(
     run_demo(Path(out), retrain, samples, console)
 
 
-@app.command("cache-demo")
+@command("cache-demo")
 def cache_demo(
     tokens: int = typer.Option(2048, min=16, help="Prompt length for the cache measurement."),
 ) -> None:
@@ -106,7 +157,7 @@ def cache_demo(
     run_engine_demo(tokens, console)
 
 
-@app.command()
+@command()
 def recipes() -> None:
     """List the training recipes, one line each."""
     from phasescope.train.recipes import RECIPES
@@ -129,7 +180,7 @@ def recipes() -> None:
     console.print(table)
 
 
-@app.command()
+@command()
 def train(
     recipe: str = typer.Argument(..., help="Recipe name (see `phasescope recipes`)."),
     set_: list[str] | None = typer.Option(
@@ -150,23 +201,16 @@ def train(
     """Train a model from scratch on the key-value retrieval task; checkpoints are resumable."""
     from pathlib import Path
 
-    from phasescope.train.checkpoint import CheckpointError
     from phasescope.train.config import apply_overrides
     from phasescope.train.recipes import get_recipe
     from phasescope.train.trainer import train as run_training
 
-    try:
-        cfg = apply_overrides(get_recipe(recipe), set_ or [])
-    except ValueError as err:
-        fail(str(err))
+    cfg = apply_overrides(get_recipe(recipe), set_ or [])
     if estimate:
         print_estimate(cfg)
         return
     run_dir = Path(out) if out else Path("runs") / f"{cfg.name}-seed{cfg.seed}"
-    try:
-        result = run_training(cfg, run_dir, resume=resume, progress=progress, stop_at=stop_after)
-    except CheckpointError as err:
-        fail(str(err))
+    result = run_training(cfg, run_dir, resume=resume, progress=progress, stop_at=stop_after)
     phases = "  ".join(f"{p}:{a:.0%}" for p, a in enumerate(result["eval_accuracy_by_phase"]))
     console.print(
         f"{cfg.name}: held-out retrieval accuracy {result['eval_accuracy']:.1%} "
@@ -198,7 +242,7 @@ def parse_gaps(text: str) -> tuple[int, ...]:
         raise typer.BadParameter(f"--kv-gaps {text!r}: use integers separated by commas, e.g. 0,1") from None
 
 
-@app.command()
+@command()
 def sweep(
     model: str = typer.Option(
         ...,
@@ -261,37 +305,36 @@ def sweep(
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
 
     args += ["--probe-file", probe_file] if probe_file else []
-    try:
-        from phasescope.probes import CompletionSpec
+    from phasescope.probes import CompletionSpec
 
-        completion = CompletionSpec.from_file(probe_file) if probe_file else None
-        result = run(
-            model,
-            probe,
-            step=step,
-            align=align,
-            offsets=parse_offsets(offsets),
-            samples=samples,
-            design=design,
-            seed=seed,
-            batch_size=batch_size,
-            out=out,
-            progress=progress,
-            completion=completion,
-            local=local,
-            depth=depth,
-            kv_gaps=parse_gaps(kv_gaps),
-            command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
-        )
-    except (ValueError, OSError) as err:
-        fail(str(err))
+    if probe_file and probe != "padding-completion":
+        fail(f"--probe-file is for --probe padding-completion; the {probe} probe does not read it")
+    completion = CompletionSpec.from_file(probe_file) if probe_file else None
+    result = run(
+        model,
+        probe,
+        step=step,
+        align=align,
+        offsets=parse_offsets(offsets),
+        samples=samples,
+        design=design,
+        seed=seed,
+        batch_size=batch_size,
+        out=out,
+        progress=progress,
+        completion=completion,
+        local=local,
+        depth=depth,
+        kv_gaps=parse_gaps(kv_gaps),
+        command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
+    )
     if result.scored == 0:
         console.print(f"{out}: already complete ({len(result.records)} records); nothing to score")
     else:
         console.print(f"{out}: scored {result.scored} records ({len(result.records)} in total)")
 
 
-@app.command()
+@command()
 def analyze(
     run_dir: str = typer.Argument(..., help="Run directory holding records.jsonl."),
     resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples and permutations."),
@@ -299,10 +342,7 @@ def analyze(
     """Per-phase accuracy with CIs, gap with CI and p-value, detected period -> metrics.json."""
     from phasescope.api import analyze as run
 
-    try:
-        metrics = run(run_dir, n_resamples=resamples)
-    except (ValueError, OSError) as err:
-        fail(str(err))
+    metrics = run(run_dir, n_resamples=resamples)
     print_metrics(metrics, title=run_dir)
 
 
@@ -330,17 +370,14 @@ def print_metrics(metrics: dict, title: str) -> None:
             console.print(line)
 
 
-@app.command()
+@command()
 def report(
     run_dir: str = typer.Argument(..., help="Run directory (analyzed first if metrics.json is missing)."),
 ) -> None:
     """Figures (figures/*.png) and one self-contained report.html."""
     from phasescope.api import report as run
 
-    try:
-        path = run(run_dir)
-    except (ValueError, OSError) as err:
-        fail(str(err))
+    path = run(run_dir)
     console.print(f"report: {path}")
 
 

@@ -1,9 +1,13 @@
-"""Run-directory file helpers shared by training and sweeps."""
+"""Run-directory file helpers shared by training, sweeps and reports: atomic writes, and JSON
+reads whose errors name the file and say what to do."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+
+from phasescope.errors import InputError
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -11,6 +15,24 @@ def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def read_json(path: Path, what: str, fix: str = "") -> dict:
+    """The JSON object in ``path`` (``what`` it is, for the message; ``fix`` how to repair it)."""
+    hint = f"; {fix}" if fix else ""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: the {what} is missing{hint}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read the {what} ({err}){hint}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: the {what} is not valid JSON ({err}){hint}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: the {what} must be a JSON object, not {type(data).__name__}{hint}")
+    return data
 
 
 def differing_keys(saved: dict, current: dict, ignore: tuple[str, ...] = ()) -> list[str]:

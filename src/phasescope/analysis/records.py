@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
+from phasescope.recordfile import check_records
 
 
 @dataclass
@@ -46,28 +46,19 @@ class RecordArrays:
     def from_records(cls, records: list[dict]) -> RecordArrays:
         check_records(records)
         step = int(records[0]["step"])
-        ids = sorted({r["content_id"] for r in records}, key=lambda c: (type(c).__name__, c))
+        ids = sorted({r["content_id"] for r in records})
         index = {c: i for i, c in enumerate(ids)}
-        phase = np.array([r["phase"] for r in records])
-        if not np.issubdtype(phase.dtype, np.integer) or phase.min() < 0 or phase.max() >= step:
-            bad = next(r for r in records if not (isinstance(r["phase"], int) and 0 <= r["phase"] < step))
-            raise ValueError(
-                f"record content_id={bad['content_id']!r} offset={bad['offset']!r} has phase {bad['phase']!r}; "
-                f"a phase is an integer in [0, step={step})"
-            )
         return cls(
             step=step,
             content=np.array([index[r["content_id"]] for r in records], dtype=np.int64),
             content_ids=ids,
             offset=np.array([r["offset"] for r in records], dtype=np.int64),
-            phase=phase.astype(np.int64),
-            correct=np.array([float(bool(r["correct"])) for r in records]),
-            logprob=np.array([_number(r["logprob_target"]) for r in records]),
+            phase=np.array([r["phase"] for r in records], dtype=np.int64),
+            correct=np.array([float(r["correct"]) for r in records]),
+            logprob=np.array([float(r["logprob_target"]) for r in records]),
             margin=np.array([_margin(r) for r in records]),
-            same_window=np.array(
-                [np.nan if r.get("same_window") is None else float(r["same_window"]) for r in records]
-            ),
-            variant=np.array([int(r.get("variant") or 0) for r in records], dtype=np.int64),
+            same_window=np.array([_flag(r.get("same_window")) for r in records]),
+            variant=np.array([r.get("variant", 0) for r in records], dtype=np.int64),
         )
 
     @classmethod
@@ -127,34 +118,13 @@ class RecordArrays:
         return out
 
 
-def check_records(records: list[dict]) -> None:
-    if not records:
-        raise ValueError("no records to analyze (records.jsonl is empty)")
-    for name in REQUIRED:
-        missing = sum(name not in r for r in records)
-        if missing:
-            raise ValueError(
-                f"{missing} of {len(records)} records lack the field {name!r}; every record needs {REQUIRED}"
-            )
-    steps = {r["step"] for r in records}
-    if len(steps) != 1:
-        raise ValueError(f"records mix compression steps {sorted(steps)}; analyze one step at a time")
-    step = next(iter(steps))
-    if not isinstance(step, int) or step < 1:
-        raise ValueError(f"records have step {step!r}; a step is an integer >= 1")
-
-
 def _flag(value) -> float:
     return float("nan") if value is None else float(bool(value))
-
-
-def _number(value) -> float:
-    return float("nan") if value is None else float(value)
 
 
 def _margin(record: dict) -> float:
     target = record.get("target", "right")
     others = [v for k, v in record["logprobs"].items() if v is not None and k != target]
-    if not others or record["logprob_target"] is None:
+    if not others:
         return float("nan")
     return float(record["logprob_target"]) - max(others)

@@ -36,6 +36,7 @@ from phasescope.analysis.period import detect_period
 from phasescope.analysis.phase_effects import fit_phase_effects
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.windows import window_contrast
+from phasescope.errors import InputError
 
 FAMILIES = ("no-effect", "drift", "drift+bump")
 DESIGNS = ("shift-needle", "pad-prefix")
@@ -63,9 +64,9 @@ class Scenario:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES or self.design not in DESIGNS:
-            raise ValueError(f"family in {FAMILIES}, design in {DESIGNS}; got {self.family!r}, {self.design!r}")
+            raise InputError(f"family in {FAMILIES}, design in {DESIGNS}; got {self.family!r}, {self.design!r}")
         if self.effects_pp is not None and len(self.effects_pp) != self.step:
-            raise ValueError(f"effects_pp needs one value per phase ({self.step})")
+            raise InputError(f"effects_pp needs one value per phase ({self.step})")
 
     @property
     def true_effects(self) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from phasescope.backends.base import LoadedModel
 from phasescope.backends.native import from_callable, load_native
+from phasescope.errors import InputError
 
 
 def load_spec(spec: str) -> LoadedModel:
@@ -16,7 +17,7 @@ def load_spec(spec: str) -> LoadedModel:
     path = Path(spec)
     if (path / "model_config.json").exists():
         return load_native(path)
-    raise ValueError(
+    raise InputError(
         f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
         "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
     )

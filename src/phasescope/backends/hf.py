@@ -15,6 +15,7 @@ import torch
 
 from phasescope.backends.base import LoadedModel
 from phasescope.backends.native import fingerprint_file
+from phasescope.errors import InputError
 
 
 def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
@@ -22,7 +23,7 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
 
     path = Path(path)
     if not (path / "config.json").exists():
-        raise ValueError(f"hf:{path} is not a transformers model directory (no config.json)")
+        raise InputError(f"hf:{path} is not a transformers model directory (no config.json)")
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     model.eval()

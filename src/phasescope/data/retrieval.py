@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from phasescope.errors import InputError
 from phasescope.validation import reject_unknown_keys
 
 PAD, BOS, QUERY = 0, 1, 2
@@ -61,21 +62,21 @@ class RetrievalTask:
             "seq_len",
         ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 1")
+                raise InputError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 1")
         for name in ("max_gap", "min_distance"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 0")
+                raise InputError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 0")
         if self.n_queries > self.n_pairs:
-            raise ValueError(
+            raise InputError(
                 f"retrieval task: n_queries={self.n_queries} is invalid; allowed: at most n_pairs ({self.n_pairs})"
             )
         if self.n_keys**self.key_len < self.n_pairs:
-            raise ValueError(
+            raise InputError(
                 f"retrieval task: n_keys={self.n_keys} with key_len={self.key_len} gives fewer distinct keys "
                 f"than n_pairs={self.n_pairs}; raise n_keys or key_len"
             )
         if self.seq_len < self.min_seq_len:
-            raise ValueError(
+            raise InputError(
                 f"retrieval task: seq_len={self.seq_len} is invalid; allowed: >= {self.min_seq_len} "
                 f"(1 bos + up to {LEAD_CYCLE - 1} lead + {self.n_pairs} pairs with gaps + min_distance "
                 f"{self.min_distance} + {self.n_queries} queries); lower n_pairs or raise seq_len"

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from phasescope.errors import InputError
 from phasescope.validation import reject_unknown_keys
 
 KINDS = ("full", "sliding", "chunked")
@@ -34,7 +35,7 @@ ROPE_MODES = ("block_start", "window_start", "none")
 
 def _require(ok: bool, field: str, value, allowed: str) -> None:
     if not ok:
-        raise ValueError(f"compression config: {field}={value!r} is invalid; allowed: {allowed}")
+        raise InputError(f"compression config: {field}={value!r} is invalid; allowed: {allowed}")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
 
 SCHEMES: dict[str, tuple[CompressionConfig, str]] = {
@@ -41,9 +42,9 @@ SCHEMES: dict[str, tuple[CompressionConfig, str]] = {
 def scheme(name: str, **overrides) -> CompressionConfig:
     """A named scheme, optionally with fields overridden (validated again)."""
     if name not in SCHEMES:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(SCHEMES)} (see `phasescope schemes`)")
+        raise InputError(f"unknown scheme {name!r}; known: {', '.join(SCHEMES)} (see `phasescope schemes`)")
     base = SCHEMES[name][0].to_dict()
     unknown = sorted(set(overrides) - set(base))
     if unknown:
-        raise ValueError(f"scheme {name!r}: unknown fields {unknown}; known: {sorted(base)}")
+        raise InputError(f"scheme {name!r}: unknown fields {unknown}; known: {sorted(base)}")
     return CompressionConfig(**{**base, **overrides})

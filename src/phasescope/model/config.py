@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
 from phasescope.validation import reject_unknown_keys
 
@@ -28,7 +29,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, value, allowed: str) -> None:
             if not ok:
-                raise ValueError(f"model config: {name}={value!r} is invalid; allowed: {allowed}")
+                raise InputError(f"model config: {name}={value!r} is invalid; allowed: {allowed}")
 
         for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
             value = getattr(self, name)
@@ -70,7 +71,7 @@ class ModelConfig:
 def preset(name: str, vocab_size: int, scheme: CompressionConfig, **overrides) -> ModelConfig:
     """Model presets; ``scheme`` is used in every layer."""
     if name not in PRESETS:
-        raise ValueError(f"unknown model preset {name!r}; known: {', '.join(PRESETS)}")
+        raise InputError(f"unknown model preset {name!r}; known: {', '.join(PRESETS)}")
     base = PRESETS[name]
     n_layers = overrides.pop("n_layers", base["n_layers"])
     kwargs = {k: v for k, v in base.items() if k != "n_layers"}

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from phasescope.errors import InputError
 from phasescope.kv.attention import KVView, joint_attention
 from phasescope.kv.cache import KVCache, LayerCache, cat_or_new, keep_last
 from phasescope.kv.compressor import compact_entries, new_entries
@@ -252,11 +253,11 @@ class Decoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None) -> torch.Tensor:
         """input_ids [B,T] -> logits [B,T,V] (float32)."""
         if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
+            raise InputError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
         if cache is not None and start_pos != cache.length:
-            raise ValueError(f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match")
+            raise InputError(f"start_pos={start_pos} but the cache has seen {cache.length} tokens; they must match")
         if input_ids.numel() and int(input_ids.max()) >= self.cfg.vocab_size:
-            raise ValueError(f"token id {int(input_ids.max())} >= vocab_size {self.cfg.vocab_size}")
+            raise InputError(f"token id {int(input_ids.max())} >= vocab_size {self.cfg.vocab_size}")
         x = self.embed_tokens(input_ids, cache)
         for i, block in enumerate(self.blocks):
             x = block(x, start_pos, None if cache is None else cache.layers[i])

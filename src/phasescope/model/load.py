@@ -8,6 +8,7 @@ from pathlib import Path
 from safetensors import SafetensorError
 from safetensors.torch import load_model
 
+from phasescope.errors import InputError
 from phasescope.model.config import ModelConfig
 from phasescope.model.decoder import Decoder
 
@@ -16,7 +17,7 @@ def load_model_dir(path: str | Path) -> Decoder:
     path = Path(path)
     config_file, weights = path / "model_config.json", path / "model.safetensors"
     if not config_file.exists() or not weights.exists():
-        raise ValueError(
+        raise InputError(
             f"{path} is not a phasescope model directory: it needs model_config.json and model.safetensors "
             "(written by `phasescope train` at the end of a run)"
         )
@@ -24,5 +25,5 @@ def load_model_dir(path: str | Path) -> Decoder:
     try:
         load_model(model, str(weights), strict=True)
     except (SafetensorError, RuntimeError) as err:
-        raise ValueError(f"{weights} does not match {config_file} or is corrupt: {err}") from None
+        raise InputError(f"{weights} does not match {config_file} or is corrupt: {err}") from None
     return model.eval()

@@ -13,8 +13,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from phasescope.errors import InputError
 
-class ProbeError(ValueError):
+
+class ProbeError(InputError):
     """A probe that cannot be built as asked (names the cause and the fix)."""
 
 

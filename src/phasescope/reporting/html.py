@@ -9,12 +9,13 @@ from pathlib import Path
 
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.text import flip_line, gap_line, interval, number, period_line, window_line
+from phasescope.runfiles import read_json
 
 
 def write_report(run_dir: Path) -> Path:
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = read_json(run_dir / "metrics.json", "metrics", "rerun `phasescope analyze`")
     spec_path = run_dir / "spec.json"
-    spec = json.loads(spec_path.read_text()) if spec_path.exists() else {}
+    spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
     images = []
     for name, draw in FIGURES.items():
         path = run_dir / "figures" / name
@@ -60,7 +61,7 @@ def _summary(metrics: dict) -> str:
 def _page(run_dir: Path, metrics: dict, spec: dict, images: list[tuple[str, str]]) -> str:
     figures = "".join(f'<figure><img alt="{n}" src="data:image/png;base64,{b}"></figure>' for n, b in images)
     manifest_path = run_dir / "manifest.json"
-    command = json.loads(manifest_path.read_text()).get("command") if manifest_path.exists() else None
+    command = read_json(manifest_path, "sweep manifest").get("command") if manifest_path.exists() else None
     reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>phasescope report: {html.escape(str(run_dir))}</title>

@@ -19,8 +19,9 @@ import numpy as np
 
 from phasescope.backends.base import LoadedModel
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement
+from phasescope.recordfile import read_records, record_key
 from phasescope.run.scoring import score_items
-from phasescope.runfiles import atomic_write_text, differing_keys
+from phasescope.runfiles import atomic_write_text, differing_keys, read_json
 
 
 @dataclass
@@ -58,11 +59,26 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
     return rec
 
 
-def check_sweep_inputs(items: list[ProbeItem], offsets: list[int], step: int, vocab_size: int | None) -> None:
+def check_sweep_inputs(
+    items: list[ProbeItem], offsets: list[int], step: int, vocab_size: int | None, align: int = 0
+) -> None:
+    repeated = sorted({d for d in offsets if offsets.count(d) > 1})
+    if repeated:
+        raise ProbeError(f"offsets {repeated} are listed more than once; list each offset once")
     if len(set(offsets)) < 2 * step:
         raise ProbeError(
             f"offsets cover {len(set(offsets))} values, fewer than two periods of step {step}; "
             f"use at least {2 * step} offsets, e.g. --offsets 0:{max(24, 2 * step)}"
+        )
+    seen: dict[int, set] = {p: set() for p in range(step)}
+    for item in items:
+        seen[(item.anchor_pos - align) % step].add(item.offset)
+    thin = {p: len(ds) for p, ds in seen.items() if len(ds) < 2}
+    if thin:
+        raise ProbeError(
+            f"the offsets put the anchor at phase(s) {sorted(thin)} at fewer than two offsets ({thin}); every phase "
+            f"needs at least two so that phase effects and periods are estimable: use consecutive offsets, e.g. "
+            f"--offsets 0:{max(24, 2 * step)}"
         )
     if vocab_size is not None:
         top = max(max(it.input_ids + [t for c in it.candidates.values() for t in c]) for it in items)
@@ -71,19 +87,6 @@ def check_sweep_inputs(items: list[ProbeItem], offsets: list[int], step: int, vo
                 f"the probe uses token id {top} but the model's vocabulary has {vocab_size} ids; "
                 "build the probe from the model's own task or tokenizer"
             )
-
-
-def read_records(path: Path) -> list[dict]:
-    """Complete lines only (a line cut by a kill is dropped and rescored)."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return records
 
 
 def manifest(model: LoadedModel, seed: int) -> dict:
@@ -142,7 +145,7 @@ def run_sweep(
     command: str | None = None,
 ) -> SweepResult:
     items = probe.items(offsets, samples, np.random.default_rng(seed))
-    check_sweep_inputs(items, offsets, step, model.vocab_size)
+    check_sweep_inputs(items, offsets, step, model.vocab_size, align)
     check_needle_placement(items, local, window or step)
     spec = {
         "probe": probe.spec(),
@@ -156,9 +159,17 @@ def run_sweep(
         "batch_size": batch_size,
         "model": model.description,
     }
-    done: dict[tuple, dict] = {}
-    if out is not None:
-        done = _open_run_dir(out, spec, lambda: {**manifest(model, seed), "command": command})
+    with RunLock(out):
+        done = {}
+        if out is not None:
+            done = _open_run_dir(out, spec, model, items, lambda: {**manifest(model, seed), "command": command})
+        scored = _score_missing(model, items, done, batch_size, out, progress, step, align, window or step)
+    records = sorted(done.values(), key=record_key)
+    return SweepResult(out, records, scored)
+
+
+def _score_missing(model, items, done, batch_size, out, progress, step, align, window) -> int:
+    """Score the batches with missing records, appending each batch to records.jsonl."""
     items.sort(key=lambda it: (it.offset, it.variant, it.content_id))
     batches = _batches(items, batch_size)
     todo = [b for b in batches if any(item_key(it) not in done for it in b)]
@@ -166,29 +177,53 @@ def run_sweep(
     bar = _bar(progress, len(batches), len(batches) - len(todo))
     for batch in todo:
         results = score_items(model.logits, batch)
-        fresh = [record_for(it, r, step, align, window or step) for it, r in zip(batch, results, strict=True)]
+        fresh = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
         fresh = [r for r in fresh if record_key(r) not in done]
         for r in fresh:
             done[record_key(r)] = r
         if out is not None:
             with (out / "records.jsonl").open("a") as f:  # one write per batch
-                f.write("".join(json.dumps(r) + "\n" for r in fresh))
+                f.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in fresh))
         scored += len(fresh)
         if bar:
             bar.advance(bar.task_ids[0])
     if bar:
         bar.stop()
-    records = sorted(done.values(), key=record_key)
-    return SweepResult(out, records, scored)
+    return scored
+
+
+class RunLock:
+    """An exclusive lock on a run directory (released when the process ends, even by kill -9),
+    so two sweeps never append to the same records.jsonl."""
+
+    def __init__(self, out: Path | None):
+        self.out, self.lock = out, None
+
+    def __enter__(self):
+        if self.out is None:
+            return self
+        from filelock import FileLock, Timeout
+
+        if self.out.exists() and not self.out.is_dir():
+            raise ProbeError(f"--out {self.out} is a file; pass a directory for the run")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.lock = FileLock(self.out / ".lock", timeout=0)
+        try:
+            self.lock.acquire()
+        except Timeout:
+            raise ProbeError(
+                f"another phasescope process is writing to {self.out} (its lock {self.out / '.lock'} is held); "
+                "wait for it to finish or use another --out"
+            ) from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
 
 def item_key(item: ProbeItem) -> tuple:
     return (item.content_id, item.offset, item.variant)
-
-
-def record_key(record: dict) -> tuple:
-    """What identifies a record in a run: content, offset and variant (absent in older runs: 0)."""
-    return (record["content_id"], record["offset"], record.get("variant", 0))
 
 
 def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
@@ -201,21 +236,46 @@ def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
     return batches + ([current] if current else [])
 
 
-def _open_run_dir(out: Path, spec: dict, make_manifest) -> dict:
-    """Create or reopen a run directory; the manifest (a git call) is built only for a new run."""
-    out.mkdir(parents=True, exist_ok=True)
-    spec_path = out / "spec.json"
+def _open_run_dir(out: Path, spec: dict, model: LoadedModel, items: list[ProbeItem], make_manifest) -> dict:
+    """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
+    same model (weights fingerprint; the path it was reached by does not matter); the manifest
+    (a git call) is built only when it is missing."""
+    spec = json.loads(json.dumps(spec))
+    spec_path, manifest_path = out / "spec.json", out / "manifest.json"
+    fix = f"delete {out} to start the sweep again, or use another --out"
     if spec_path.exists():
-        diff = differing_keys(json.loads(spec_path.read_text()), json.loads(json.dumps(spec)))
+        diff = differing_keys(read_json(spec_path, "sweep spec", fix), spec, ignore=("model",))
         if diff:
             raise ProbeError(f"{out} holds a different sweep (differs in {diff}); use another --out")
+        _check_same_model(out, model, manifest_path, fix)
+    elif (out / "records.jsonl").exists():
+        raise ProbeError(f"{out} holds records.jsonl but no spec.json: not a sweep this version can resume; {fix}")
     else:
-        spec_path.write_text(json.dumps(spec, indent=2))
-        (out / "manifest.json").write_text(json.dumps(make_manifest(), indent=2))
-    records = read_records(out / "records.jsonl")
-    # drop a line cut by an interruption
-    atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
-    return {record_key(r): r for r in records}
+        atomic_write_text(spec_path, json.dumps(spec, indent=2))
+    if not manifest_path.exists():
+        atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
+    found = read_records(out / "records.jsonl")
+    planned = {item_key(it) for it in items}
+    for number, record in enumerate(found.records, start=1):
+        if record_key(record) not in planned:
+            raise ProbeError(
+                f"{out / 'records.jsonl'} line {number} (content {record['content_id']!r}, offset {record['offset']}) "
+                f"is not part of this sweep; {fix}"
+            )
+    if found.truncated_tail:  # a line cut by an interruption: drop it, it is rescored
+        atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in found.records))
+    return {record_key(r): r for r in found.records}
+
+
+def _check_same_model(out: Path, model: LoadedModel, manifest_path: Path, fix: str) -> None:
+    if not manifest_path.exists():
+        return
+    saved = read_json(manifest_path, "sweep manifest", fix).get("model_fingerprint") or ""
+    if saved and model.fingerprint and saved != model.fingerprint:
+        raise ProbeError(
+            f"{out} was swept with another model (weights fingerprint {saved}, now {model.fingerprint}): resuming "
+            f"would mix two models' records; {fix}"
+        )
 
 
 def _bar(enabled: bool, total: int, completed: int):

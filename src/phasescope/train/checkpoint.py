@@ -23,10 +23,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
+from phasescope.errors import InputError
 from phasescope.runfiles import atomic_write_text
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""
 
 

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 
 from phasescope.data.retrieval import RetrievalTask
+from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
 from phasescope.model.config import ModelConfig
 from phasescope.validation import reject_unknown_keys
@@ -44,7 +45,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, value, allowed: str) -> None:
             if not ok:
-                raise ValueError(f"train config: {name}={value!r} is invalid; allowed: {allowed}")
+                raise InputError(f"train config: {name}={value!r} is invalid; allowed: {allowed}")
 
         need(self.arch in ARCHS, "arch", self.arch, " | ".join(ARCHS))
         for name in ("steps", "batch_size", "eval_every", "eval_batches", "checkpoint_every"):
@@ -133,7 +134,7 @@ def _parse_value(text: str, current):
             return True
         if text.lower() in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"expected true or false, got {text!r}")
+        raise InputError(f"expected true or false, got {text!r}")
     if isinstance(current, int):
         return int(text)
     if isinstance(current, float):
@@ -149,19 +150,19 @@ def apply_overrides(cfg: TrainConfig, assignments: list[str]) -> TrainConfig:
     changes: dict[str, dict] = {"": {}, "model": {}, "scheme": {}, "task": {}}
     for assignment in assignments:
         if "=" not in assignment:
-            raise ValueError(f"--set {assignment!r}: expected key=value, e.g. --set steps=500")
+            raise InputError(f"--set {assignment!r}: expected key=value, e.g. --set steps=500")
         key, text = assignment.split("=", 1)
         section, _, name = key.strip().rpartition(".")
         if section not in changes:
-            raise ValueError(f"--set {key!r}: unknown section {section!r}; sections: model, scheme, task")
+            raise InputError(f"--set {key!r}: unknown section {section!r}; sections: model, scheme, task")
         target = getattr(cfg, section) if section else cfg
         known = {f.name for f in dataclasses.fields(target)} - {"layers", "model", "scheme", "task"}
         if name not in known:
             where = f" in {section}" if section else ""
-            raise ValueError(f"--set {key!r}: unknown key; known keys{where}: {sorted(known)}")
+            raise InputError(f"--set {key!r}: unknown key; known keys{where}: {sorted(known)}")
         try:
             changes[section][name] = _parse_value(text, getattr(target, name))
         except ValueError as err:
-            raise ValueError(f"--set {key}: {err}") from None
+            raise InputError(f"--set {key}: {err}") from None
     sections = {name: replace(getattr(cfg, name), **edits) for name, edits in changes.items() if name and edits}
     return replace(cfg, **sections, **changes[""])

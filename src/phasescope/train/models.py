@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from phasescope.errors import InputError
 from phasescope.model.config import ModelConfig
 from phasescope.model.decoder import Decoder
 from phasescope.train.config import TrainConfig
@@ -17,7 +18,7 @@ def hf_deepseek_v4_config(cfg: TrainConfig):
 
     m, s = cfg.model, cfg.scheme
     if not (s.compressed and s.pooler == "channel_gate" and s.window == 2 * s.step and s.align == 0):
-        raise ValueError(
+        raise InputError(
             "arch=hf-deepseek-v4 needs scheme pooler=channel_gate, window=2*step, align=0 "
             f"(what transformers implements); got {s}"
         )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from phasescope.data.retrieval import RetrievalTask
+from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
 from phasescope.model.config import preset
 from phasescope.train.config import TrainConfig
@@ -235,5 +236,5 @@ def qwen3_0_6b_study() -> TrainConfig:
 
 def get_recipe(name: str) -> TrainConfig:
     if name not in RECIPES:
-        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)} (see `phasescope recipes`)")
+        raise InputError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)} (see `phasescope recipes`)")
     return RECIPES[name]()

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
+from phasescope.errors import InputError
 from phasescope.runfiles import atomic_write_text, differing_keys
 from phasescope.train.checkpoint import (
     CheckpointError,
@@ -148,7 +149,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.batch_size % ddp.world:
-        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
+        raise InputError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
     out.mkdir(parents=True, exist_ok=True)
     if resume:
         _check_resume_config(out, cfg)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from phasescope.errors import InputError
 from phasescope.kv.poolers.base import Pooler, masked_softmax
 
 
@@ -46,7 +47,7 @@ class ChannelGatePooler(Pooler):
     @classmethod
     def check_geometry(cls, cfg):
         if cfg.window % cfg.step:
-            raise ValueError(
+            raise InputError(
                 f"compression config: window={cfg.window} is invalid for pooler channel_gate; "
                 f"allowed: a multiple of step ({cfg.step}), e.g. window={cfg.step} or {2 * cfg.step}"
             )

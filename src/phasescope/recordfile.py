@@ -1,0 +1,143 @@
+"""``records.jsonl``: one JSON object per scored (content, offset, variant), appended as a sweep
+goes. The one schema for a record and the one reader of the file, shared by the sweep (which
+resumes from it) and the analysis (which trusts nothing else).
+
+A record is checked field by field; a bad line is never skipped: its line number and the
+fix are in the error. The only damage repaired silently is the one a crash leaves: a last
+line cut short (no final newline), which the sweep drops and rescores and ``analyze``
+leaves out, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from phasescope.errors import InputError
+
+REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
+OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos")
+
+
+@dataclass
+class RecordFile:
+    records: list[dict]
+    truncated_tail: bool  # the last line was cut short (an interrupted write) and is left out
+
+
+def record_key(record: dict) -> tuple:
+    """What identifies a record in a run: content, offset and variant (absent in older runs: 0)."""
+    return (record["content_id"], record["offset"], record.get("variant", 0))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_record(record, where: str) -> None:
+    """InputError naming ``where`` (file and line, or record index) and the field at fault."""
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: a record must be a JSON object, not {type(record).__name__}")
+    missing = [name for name in REQUIRED if name not in record]
+    if missing:
+        raise InputError(f"{where}: the record lacks {missing}; every record needs {list(REQUIRED)}")
+    checks = [
+        ("content_id", (_is_int(record["content_id"]) or isinstance(record["content_id"], str)), "an integer or text"),
+        ("step", _is_int(record["step"]) and record["step"] >= 1, "an integer >= 1"),
+        ("offset", _is_int(record["offset"]) and record["offset"] >= 0, "an integer >= 0"),
+        ("correct", isinstance(record["correct"], bool), "true or false"),
+        ("logprob_target", _is_number(record["logprob_target"]), "a finite number"),
+        (
+            "logprobs",
+            isinstance(record["logprobs"], dict)
+            and all(isinstance(k, str) and (v is None or _is_number(v)) for k, v in record["logprobs"].items()),
+            "an object of candidate name -> finite number",
+        ),
+        ("variant", _is_int(record.get("variant", 0)) and record.get("variant", 0) >= 0, "an integer >= 0"),
+        (
+            "same_window",
+            record.get("same_window") is None or isinstance(record["same_window"], bool),
+            "true, false or null",
+        ),
+        ("target", isinstance(record.get("target", ""), str), "a candidate name"),
+    ]
+    checks += [(name, record.get(name) is None or _is_int(record[name]), "an integer") for name in OPTIONAL_INTS]
+    for name, ok, expected in checks:
+        if not ok:
+            raise InputError(f"{where}: field {name!r} must be {expected}, got {record.get(name)!r}")
+    step = record["step"]
+    if not (_is_int(record["phase"]) and 0 <= record["phase"] < step):
+        raise InputError(
+            f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has phase "
+            f"{record['phase']!r}; a phase is an integer in [0, step={step})"
+        )
+
+
+def check_records(records: list[dict], where=lambda i: f"record {i}") -> None:
+    """Every record valid; one step; one type of content id; no (content, offset, variant) twice."""
+    if not records:
+        raise InputError("no records to analyze (records.jsonl is empty); run `phasescope sweep` first")
+    seen: dict[tuple, int] = {}
+    for i, record in enumerate(records):
+        check_record(record, where(i))
+        key = record_key(record)
+        if key in seen:
+            raise InputError(
+                f"{where(i)} repeats {where(seen[key])} (content {key[0]!r}, offset {key[1]}, variant {key[2]}); "
+                "delete one of them"
+            )
+        seen[key] = i
+    steps = {r["step"] for r in records}
+    if len(steps) != 1:
+        raise InputError(f"records mix compression steps {sorted(steps)}; analyze one step at a time")
+    kinds = {type(r["content_id"]).__name__ for r in records}
+    if len(kinds) != 1:
+        raise InputError(f"records mix content ids of types {sorted(kinds)}; use one type (all integers or all text)")
+
+
+def read_records(path: Path) -> RecordFile:
+    """Parse and check ``records.jsonl`` (a missing file holds no records)."""
+    path = Path(path)
+    if not path.exists():
+        return RecordFile([], False)
+    text = path.read_text()
+    lines = text.split("\n")
+    truncated = False
+    if lines and lines[-1] == "":
+        lines.pop()  # the file ends with a newline, as every complete write does
+    elif lines:
+        truncated = _unparseable(lines[-1])  # a last line without its newline: complete or cut by a kill
+        if truncated:
+            lines.pop()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise InputError(f"{path} line {number} is empty; delete it (a sweep never writes empty lines)")
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise InputError(
+                f"{path} line {number} is not valid JSON ({err.msg}); the file was edited or damaged: fix or delete "
+                "that line (rerunning the sweep rescores deleted records)"
+            ) from None
+    check_records_in_file(records, path)
+    return RecordFile(records, truncated)
+
+
+def check_records_in_file(records: list[dict], path: Path) -> None:
+    if records:
+        check_records(records, where=lambda i: f"{path} line {i + 1}")
+
+
+def _unparseable(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return True
+    return False
