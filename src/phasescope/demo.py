@@ -7,7 +7,6 @@ The shipped models were trained by ``phasescope train`` (command and seed in eac
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from phasescope.reporting.text import interval, number, period_line
+from phasescope.runfiles import read_json
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
 MODELS = {"tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)", "tiny-full": "full-attention control"}
@@ -42,7 +42,7 @@ def retrain_models(root: Path, console: Console) -> dict[str, Path]:
 
     jobs, steps = {}, {}
     for name in MODELS:
-        manifest = json.loads((ASSETS / name / "manifest.json").read_text())
+        manifest = read_json(ASSETS / name / "manifest.json", "demo model manifest")
         steps[name] = apply_overrides(get_recipe(manifest["recipe"]), manifest["set"]).steps
         target = root / name
         args = ["train", manifest["recipe"], *sum((["--set", s] for s in manifest["set"]), []), "--out", str(target)]

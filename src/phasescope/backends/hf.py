@@ -8,14 +8,14 @@ window L); the retrieval task, when the model was trained by phasescope, from
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from phasescope.backends.base import LoadedModel
-from phasescope.backends.native import fingerprint_file
+from phasescope.backends.native import fingerprint_files
 from phasescope.errors import InputError
+from phasescope.runfiles import read_json
 
 
 def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
@@ -24,14 +24,23 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
     path = Path(path)
     if not (path / "config.json").exists():
         raise InputError(f"hf:{path} is not a transformers model directory (no config.json)")
-    config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as err:
+        raise InputError(
+            f"hf:{path}: transformers cannot load it as a causal LM ({type(err).__name__}: {err})"
+        ) from None
     model.eval()
-    meta = json.loads((path / "phasescope.json").read_text()) if (path / "phasescope.json").exists() else {}
+    meta = read_json(path / "phasescope.json", "phasescope metadata") if (path / "phasescope.json").exists() else {}
     geometry = meta.get("compression") or _geometry_from_config(config)
+    if not isinstance(geometry, dict):
+        raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {geometry!r}")
 
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return model(input_ids=ids, use_cache=False).logits.float()
+
+    check_causal(logits, config.vocab_size, f"hf:{path}")
 
     tokenizer = None
     if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
@@ -46,12 +55,27 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
         align=geometry.get("align", 0),
         window=geometry.get("window"),
         local=geometry.get("local"),
-        fingerprint=fingerprint_file(weights[0]) if weights else "",
+        fingerprint=fingerprint_files(weights),
         task=meta.get("task"),
         description=f"hf:{path}",
         tokenizer=tokenizer,
         bos_id=getattr(tokenizer, "bos_token_id", None),
     )
+
+
+def check_causal(logits_fn, vocab_size: int, name: str) -> None:
+    """Refuse a model whose earlier logits depend on later tokens (bidirectional attention,
+    e.g. BERT loaded through AutoModelForCausalLM): phasescope scores left-to-right models."""
+    ids = torch.randint(0, vocab_size, (1, 12), generator=torch.Generator().manual_seed(0))
+    changed = ids.clone()
+    changed[0, -1] = (ids[0, -1] + 1) % vocab_size
+    with torch.no_grad():
+        before, after = logits_fn(ids)[0, :-1], logits_fn(changed)[0, :-1]
+    if not torch.allclose(before, after, atol=1e-4, rtol=1e-4):
+        raise InputError(
+            f"{name} is not a causal language model: changing the last token changed the logits of earlier ones "
+            "(bidirectional attention, as in BERT); phasescope scores left-to-right models"
+        )
 
 
 def _geometry_from_config(config) -> dict:

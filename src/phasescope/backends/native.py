@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import torch
 
 from phasescope.backends.base import LoadedModel
+from phasescope.errors import InputError
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
+from phasescope.runfiles import read_json
 
 
-def fingerprint_file(path: Path) -> str:
+def fingerprint_files(paths: list[Path]) -> str:
+    """Digest of the weights' bytes (every shard, in name order): the same weights reached by
+    any path give the same fingerprint, changed weights a different one."""
+    if not paths:
+        return ""
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    for path in sorted(paths, key=lambda p: p.name):
+        digest.update(path.name.encode())
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
     return "sha256:" + digest.hexdigest()[:16]
 
 
@@ -45,8 +52,12 @@ def load_native(path: str | Path) -> LoadedModel:
     path = Path(path)
     model = load_model_dir(path)
     train_cfg = path / "train_config.json"
-    task = json.loads(train_cfg.read_text())["task"] if train_cfg.exists() else None
-    return from_decoder(model, fingerprint_file(path / "model.safetensors"), task, f"phasescope model {path}")
+    task = None
+    if train_cfg.exists():
+        task = read_json(train_cfg, "train config").get("task")
+        if not isinstance(task, dict):
+            raise InputError(f"{train_cfg} has no task; it was not written by `phasescope train`, or was edited")
+    return from_decoder(model, fingerprint_files([path / "model.safetensors"]), task, f"phasescope model {path}")
 
 
 def from_callable(

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from phasescope.errors import InputError
-from phasescope.validation import reject_unknown_keys
+from phasescope.validation import build
 
 PAD, BOS, QUERY = 0, 1, 2
 N_SPECIAL = 3
@@ -61,7 +61,8 @@ class RetrievalTask:
             "n_queries",
             "seq_len",
         ):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"retrieval task: {name}={getattr(self, name)!r} is invalid; allowed: integer >= 1")
         for name in ("max_gap", "min_distance"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
@@ -117,8 +118,7 @@ class RetrievalTask:
 
     @classmethod
     def from_dict(cls, data: dict) -> RetrievalTask:
-        reject_unknown_keys(cls, data, "retrieval task")
-        return cls(**data)
+        return build(cls, data, "retrieval task")
 
 
 @dataclass

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from phasescope.errors import InputError
-from phasescope.validation import reject_unknown_keys
+from phasescope.validation import build
 
 KINDS = ("full", "sliding", "chunked")
 VISIBILITIES = ("inclusive", "strict")
@@ -130,8 +130,7 @@ class CompressionConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> CompressionConfig:
-        reject_unknown_keys(cls, data, "compression config")
-        return cls(**data)
+        return build(cls, data, "compression config")
 
 
 def entry_ends(start: int, stop: int, step: int, align: int) -> torch.Tensor:

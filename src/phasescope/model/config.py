@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
-from phasescope.validation import reject_unknown_keys
+from phasescope.validation import build, is_finite_number
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,10 @@ class ModelConfig:
 
         for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
             value = getattr(self, name)
-            need(isinstance(value, int) and value >= 1, name, value, "integer >= 1")
+            need(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, value, "integer >= 1")
+        for name in ("rope_theta", "norm_eps"):
+            value = getattr(self, name)
+            need(is_finite_number(value) and value > 0, name, value, "a finite number > 0")
         need(
             self.n_heads % self.n_kv_heads == 0,
             "n_kv_heads",
@@ -44,7 +47,6 @@ class ModelConfig:
         need(len(self.layers) >= 1, "layers", self.layers, "at least one layer")
         for layer in self.layers:
             need(isinstance(layer, CompressionConfig), "layers", layer, "CompressionConfig entries")
-        need(self.rope_theta > 0, "rope_theta", self.rope_theta, "> 0")
 
     @property
     def n_layers(self) -> int:
@@ -57,9 +59,10 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelConfig:
-        reject_unknown_keys(cls, data, "model config")
-        layers = tuple(CompressionConfig.from_dict(layer) for layer in data.get("layers", []))
-        return cls(**{**data, "layers": layers})
+        layers = data.get("layers", []) if isinstance(data, dict) else []
+        if not isinstance(layers, list):
+            raise InputError(f"model config: layers must be a list of compression configs, got {layers!r}")
+        return build(cls, data, "model config", layers=tuple(CompressionConfig.from_dict(layer) for layer in layers))
 
     def with_layers(self, *schemes: CompressionConfig, n_layers: int | None = None) -> ModelConfig:
         """Same model, layers set to ``schemes`` (one given: repeated ``n_layers`` times)."""

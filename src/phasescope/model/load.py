@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from safetensors import SafetensorError
@@ -11,6 +10,7 @@ from safetensors.torch import load_model
 from phasescope.errors import InputError
 from phasescope.model.config import ModelConfig
 from phasescope.model.decoder import Decoder
+from phasescope.runfiles import read_json
 
 
 def load_model_dir(path: str | Path) -> Decoder:
@@ -21,7 +21,7 @@ def load_model_dir(path: str | Path) -> Decoder:
             f"{path} is not a phasescope model directory: it needs model_config.json and model.safetensors "
             "(written by `phasescope train` at the end of a run)"
         )
-    model = Decoder(ModelConfig.from_dict(json.loads(config_file.read_text())))
+    model = Decoder(ModelConfig.from_dict(read_json(config_file, "model config")))
     try:
         load_model(model, str(weights), strict=True)
     except (SafetensorError, RuntimeError) as err:

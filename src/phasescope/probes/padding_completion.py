@@ -14,13 +14,15 @@ none works.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from phasescope.errors import InputError
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.runfiles import read_json
+from phasescope.validation import build
 
 FP8_PROMPT = '''import torch
 
@@ -45,16 +47,23 @@ class CompletionSpec:
     @classmethod
     def from_file(cls, path: str | Path) -> CompletionSpec:
         """JSON with keys prompt, candidates, target, pad_unit."""
-        data = json.loads(Path(path).read_text())
-        unknown = sorted(set(data) - {"prompt", "candidates", "target", "pad_unit"})
-        if unknown:
-            raise ProbeError(f"{path}: unknown keys {unknown}; allowed: prompt, candidates, target, pad_unit")
-        return cls(**data)
+        data = read_json(Path(path), "probe file", 'expected {"prompt": "...{pad}...", "candidates": {...}, ...}')
+        try:
+            return build(cls, data, f"{path}")
+        except InputError as err:
+            raise ProbeError(str(err)) from None
 
     def __post_init__(self) -> None:
-        if self.prompt.count("{pad}") != 1:
-            raise ProbeError("the prompt must contain the placeholder {pad} exactly once")
-        if self.target not in self.candidates:
+        if not isinstance(self.prompt, str) or self.prompt.count("{pad}") != 1:
+            raise ProbeError("the prompt must be text containing the placeholder {pad} exactly once")
+        if not isinstance(self.candidates, dict) or not self.candidates:
+            raise ProbeError(f"candidates must map names to answer texts, got {self.candidates!r}")
+        for name, answer in self.candidates.items():
+            if not isinstance(answer, str) or not answer:
+                raise ProbeError(f"candidate {name!r} must be a non-empty answer text, got {answer!r}")
+        if not isinstance(self.pad_unit, str) or not self.pad_unit:
+            raise ProbeError(f"pad_unit must be non-empty text, got {self.pad_unit!r}")
+        if not isinstance(self.target, str) or self.target not in self.candidates:
             raise ProbeError(f"target {self.target!r} is not one of the candidates {sorted(self.candidates)}")
 
 
@@ -87,19 +96,31 @@ class PaddingCompletionProbe(Probe):
         return ([self.bos] if self.bos is not None else []) + self.encode(text)
 
     def _choose_unit(self, offsets: list[int]) -> str:
-        base = self.params.pad_unit
+        """The first of unit, " unit", "unit " whose n repeats add exactly n tokens, all the same,
+        and leave the tokens before and after the padding unchanged."""
         tried = []
-        for unit in (base, " " + base, base + " "):
-            reference = self._ids(self.params.prompt.replace("{pad}", ""))
-            if all(
-                len(self._ids(self.params.prompt.replace("{pad}", unit * n))) == len(reference) + n for n in offsets
-            ):
+        for unit in (self.params.pad_unit, " " + self.params.pad_unit, self.params.pad_unit + " "):
+            if all(self._pads_cleanly(unit, n) for n in offsets):
                 return unit
             tried.append(repr(unit))
         raise ProbeError(
-            f"no pad unit adds exactly one token per repeat with this tokenizer (tried {', '.join(tried)}); "
-            "BPE merges runs of such units; pass another pad_unit"
+            f"no pad unit adds exactly one token per repeat without changing its neighbours with this tokenizer "
+            f"(tried {', '.join(tried)}); BPE merges runs of such units or joins them to the text around "
+            "{pad}: pass another pad_unit"
         )
+
+    def _pads_cleanly(self, unit: str, n: int) -> bool:
+        before, after = self.params.prompt.split("{pad}")
+        bare = self._ids(before + after)
+        padded = self._ids(before + unit * n + after)
+        if len(padded) != len(bare) + n:
+            return False
+        # the padding must be n copies of one token, with the unpadded prompt's tokens on both sides
+        for split in range(len(bare) + 1):
+            if padded[:split] == bare[:split] and padded[split + n :] == bare[split:]:
+                pad = padded[split : split + n]
+                return len(set(pad)) <= 1
+        return False
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         self.unit = self._choose_unit(offsets)

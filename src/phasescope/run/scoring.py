@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 
 PAD_ID = 0  # right padding; a causal model's logits before the padding are unaffected
 
 
-def _forward(logits_fn, sequences: list[list[int]]) -> torch.Tensor:
+def _forward(logits_fn, sequences: list[list[int]], items: list[ProbeItem]) -> torch.Tensor:
     """Right-pad to one length and run the model: log-probs [B,T,V] (float32)."""
     width = max(len(s) for s in sequences)
     padded = np.full((len(sequences), width), PAD_ID, dtype=np.int64)
@@ -21,14 +22,22 @@ def _forward(logits_fn, sequences: list[list[int]]) -> torch.Tensor:
         padded[i, : len(seq)] = seq
     ids = torch.from_numpy(padded)
     with torch.no_grad():
-        return torch.log_softmax(logits_fn(ids).float(), dim=-1)
+        logits = logits_fn(ids).float()
+    for row, seq in enumerate(sequences):  # only the prompt's own positions count, not the padding
+        if torch.isnan(logits[row, : len(seq)]).any() or torch.isposinf(logits[row, : len(seq)]).any():
+            item = items[min(row * len(items) // len(sequences), len(items) - 1)]
+            raise InputError(
+                f"the model returned NaN or infinite logits (content {item.content_id}, offset {item.offset}); "
+                "its weights or inputs are broken, so no record is written"
+            )
+    return torch.log_softmax(logits, dim=-1)
 
 
 def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
     """One result per item: correct, logprob_target, logprobs {candidate: log-prob}."""
     single_token = all(len(c) == 1 for item in items for c in item.candidates.values())
     if single_token:  # every candidate is read from the distribution after the prompt
-        logp = _forward(logits_fn, [item.input_ids for item in items])
+        logp = _forward(logits_fn, [item.input_ids for item in items], items)
         results = []
         for i, item in enumerate(items):
             dist = logp[i, item.answer_pos - 1]
@@ -41,7 +50,7 @@ def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
         for name, tokens in item.candidates.items():
             sequences.append(item.input_ids + tokens)
             owners.append((i, name))
-    logp = _forward(logits_fn, sequences)
+    logp = _forward(logits_fn, sequences, items)
     scores: list[dict] = [{} for _ in items]
     correct = [False] * len(items)
     for row, (i, name) in enumerate(owners):
@@ -55,4 +64,10 @@ def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
 
 
 def _result(item: ProbeItem, scores: dict, correct: bool) -> dict:
+    for name, value in scores.items():
+        if not np.isfinite(value):
+            raise InputError(
+                f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
+                f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
+            )
     return {"correct": correct, "logprob_target": scores[item.target], "logprobs": scores}

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import shutil
 from pathlib import Path
 
@@ -44,7 +46,8 @@ def save_checkpoint(out: Path, step: int, model: torch.nn.Module, optimizer, sta
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     atomic_write_text(root / "LATEST", final.name)
-    for old in sorted(root.glob("step-*"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))[:-keep]:
+    ours = [p for p in root.iterdir() if p.is_dir() and re.fullmatch(r"step-\d+", p.name)]  # not a stray step-old
+    for old in sorted(ours, key=lambda p: int(p.name.split("-")[1]))[:-keep]:
         if old.name != final.name:
             shutil.rmtree(old, ignore_errors=True)
     return final
@@ -54,8 +57,9 @@ def latest_checkpoint(out: Path) -> Path | None:
     marker = out / "checkpoints" / "LATEST"
     if not marker.exists():
         return None
-    path = out / "checkpoints" / marker.read_text().strip()
-    if not path.is_dir():
+    name = marker.read_text().strip()
+    path = out / "checkpoints" / name
+    if not re.fullmatch(r"step-\d+", name) or not path.is_dir():
         raise CheckpointError(f"{marker} points to {path.name}, which does not exist; delete {marker} to restart")
     return path
 
@@ -66,6 +70,6 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
         state = json.loads((path / "state.json").read_text())
         load_model(model, str(path / "model.safetensors"), strict=True)
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    except (OSError, SafetensorError, RuntimeError, ValueError, json.JSONDecodeError) as err:
+    except (OSError, SafetensorError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as err:
         raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {err})") from None
     return state

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field, fields, replace
 
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
 from phasescope.model.config import ModelConfig
-from phasescope.validation import reject_unknown_keys
+from phasescope.validation import build, is_finite_number
 
 ARCHS = ("phasescope", "hf-deepseek-v4")
+NAME = re.compile(r"(?!\.{1,2}$)[A-Za-z0-9._-]+")  # a run name is one directory name, never a path
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class TrainConfig:
             self.warm_start_steps,
             f"< steps ({self.steps})",
         )
+        need(NAME.fullmatch(self.name) is not None, "name", self.name, "letters, digits, '.', '_', '-' (no path)")
+        for name in ("lr", "min_lr_ratio", "weight_decay", "grad_clip"):
+            need(is_finite_number(getattr(self, name)), name, getattr(self, name), "a finite number")
         need(self.lr > 0, "lr", self.lr, "> 0")
         need(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "[0, 1]")
         need(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
@@ -112,15 +117,16 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
-        reject_unknown_keys(cls, data, "train config")
-        return cls(
-            **{
-                **data,
-                "model": ModelConfig.from_dict(data["model"]),
-                "scheme": CompressionConfig.from_dict(data["scheme"]),
-                "task": RetrievalTask.from_dict(data["task"]),
-                "full_layers": tuple(data.get("full_layers", ())),
-            }
+        if not isinstance(data, dict) or any(k not in data for k in ("model", "scheme", "task")):
+            raise InputError("train config: needs the keys model, scheme and task (a file `phasescope train` wrote)")
+        return build(
+            cls,
+            data,
+            "train config",
+            model=ModelConfig.from_dict(data["model"]),
+            scheme=CompressionConfig.from_dict(data["scheme"]),
+            task=RetrievalTask.from_dict(data["task"]),
+            full_layers=tuple(data.get("full_layers", ())),
         )
 
     def to_json(self) -> str:

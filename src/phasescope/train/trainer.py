@@ -23,7 +23,7 @@ from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import InputError
-from phasescope.runfiles import atomic_write_text, differing_keys
+from phasescope.runfiles import atomic_write_text, differing_keys, read_json
 from phasescope.train.checkpoint import (
     CheckpointError,
     latest_checkpoint,
@@ -31,7 +31,7 @@ from phasescope.train.checkpoint import (
     save_checkpoint,
 )
 from phasescope.train.config import TrainConfig
-from phasescope.train.models import build_model, model_config_of
+from phasescope.train.models import build_model, hf_deepseek_v4_config, model_config_of
 
 EVAL_SEED_OFFSET = 1_000_003  # held-out batches use seeds no training step uses
 
@@ -114,10 +114,25 @@ class Logger:
         self.path, self.enabled = path, enabled
 
     def truncate_from(self, step: int) -> None:
-        """Drop entries at or after ``step`` (they are recomputed after a resume)."""
-        if self.enabled and self.path.exists():
-            keep = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] < step]
-            atomic_write_text(self.path, "".join(line + "\n" for line in keep))
+        """Drop entries at or after ``step`` (they are recomputed after a resume), and a last
+        line cut short by an interruption; any other unreadable line is an error."""
+        if not (self.enabled and self.path.exists()):
+            return
+        lines = self.path.read_text().splitlines()
+        keep = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                entry = json.loads(line)
+                entry_step = entry["step"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                if number == len(lines):
+                    break  # cut by an interruption
+                raise CheckpointError(
+                    f"{self.path} line {number} is not a log entry; fix or delete that line and --resume again"
+                ) from None
+            if isinstance(entry_step, int) and entry_step < step:
+                keep.append(line)
+        atomic_write_text(self.path, "".join(line + "\n" for line in keep))
 
     def write(self, record: dict) -> None:
         if self.enabled:
@@ -125,11 +140,17 @@ class Logger:
                 f.write(json.dumps(record) + "\n")
 
 
+RUN_FILES = ("train_config.json", "log.jsonl", "checkpoints", "model.safetensors", "model_config.json", "hf")
+
+
 def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
     saved_path = out / "train_config.json"
     if not saved_path.exists():
-        return
-    saved = json.loads(saved_path.read_text())
+        raise CheckpointError(
+            f"--resume: {out} has no train_config.json, so its checkpoints cannot be checked against this config; "
+            "start a new run in another --out"
+        )
+    saved = read_json(saved_path, "train config", "start a new run in another --out")
     current = json.loads(cfg.to_json())
     diff = differing_keys(saved, current, ignore=("threads",))
     if diff:
@@ -139,31 +160,57 @@ def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
         )
 
 
+def _prepare_run_dir(out: Path, cfg: TrainConfig, resume: bool) -> Path | None:
+    """Checks before anything is written; returns the checkpoint to resume from (or None).
+
+    A run directory is only ever written by the run that created it: without --resume any
+    trace of a run (config, log, checkpoints, a final model) is refused, never overwritten."""
+    if out.exists() and not out.is_dir():
+        raise CheckpointError(f"--out {out} is a file; pass a directory for the run")
+    if not resume:
+        existing = [name for name in RUN_FILES if (out / name).exists()]
+        if existing:
+            raise CheckpointError(
+                f"{out} already holds a run ({', '.join(existing)}); pass --resume to continue it or choose another "
+                "--out (nothing was overwritten)"
+            )
+        return None
+    if not out.is_dir():
+        raise CheckpointError(f"--resume: {out} does not exist, so there is nothing to resume; drop --resume")
+    _check_resume_config(out, cfg)
+    return latest_checkpoint(out)  # None: stopped before its first checkpoint; starts again at step 0
+
+
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True, stop_at: int | None = None) -> dict:
     """Run (or continue) a training run; returns the last evaluation.
 
-    ``stop_at``: checkpoint and return after this many steps (time-boxed jobs; ``--resume``
-    continues exactly).
+    ``stop_at``: checkpoint and return after this many steps in total (time-boxed jobs;
+    ``--resume`` continues exactly).
     """
     ddp = setup_distributed()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.batch_size % ddp.world:
         raise InputError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
+    if cfg.arch == "hf-deepseek-v4":
+        hf_deepseek_v4_config(cfg)  # refuses a scheme transformers cannot build, before anything is written
+    checkpoint = _prepare_run_dir(out, cfg, resume)
+    start, compressed = 0, cfg.warm_start_steps == 0
+    if checkpoint is not None:
+        state = read_json(
+            checkpoint / "state.json", "checkpoint state", f"delete {checkpoint} to resume from an earlier one"
+        )
+        start, compressed = state.get("step"), state.get("compressed")  # a checkpoint at the switch step is pre-switch
+        if not isinstance(start, int) or not isinstance(compressed, bool):
+            raise CheckpointError(
+                f"{checkpoint / 'state.json'} lacks step/compressed; delete {checkpoint} and --resume"
+            )
+    if stop_at is not None and stop_at <= start:
+        raise InputError(f"--stop-after {stop_at}: the run is already at step {start}; it counts steps in total")
     out.mkdir(parents=True, exist_ok=True)
-    if resume:
-        _check_resume_config(out, cfg)
-    elif latest_checkpoint(out) is not None:
-        raise CheckpointError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     if ddp.main:
         atomic_write_text(out / "train_config.json", cfg.to_json())
     logger = Logger(out / "log.jsonl", ddp.main)
-
-    start, compressed = 0, cfg.warm_start_steps == 0
-    checkpoint = latest_checkpoint(out) if resume else None
-    if checkpoint is not None:
-        state = json.loads((checkpoint / "state.json").read_text())
-        start, compressed = state["step"], state["compressed"]  # a checkpoint at the switch step is pre-switch
     model = build_model(cfg, compressed=compressed, seed=cfg.seed)
     optimizer = make_optimizer(cfg, model)
     if checkpoint is not None:
@@ -187,8 +234,9 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
         loss_value = _mean_over_ranks(loss.detach(), ddp)
+        _check_finite(loss_value, float(grad_norm), step, out)  # before the step: the weights stay good
+        optimizer.step()
         done = step + 1
         elapsed, tick = time.perf_counter() - tick, time.perf_counter()
         record = {
@@ -218,6 +266,17 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     if not last_eval:  # stopped between evaluations, or resumed a finished run
         last_eval = evaluate(cfg, model, cfg.eval_batches)
     return last_eval
+
+
+def _check_finite(loss: float, grad_norm: float, step: int, out: Path) -> None:
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return
+    last = latest_checkpoint(out)
+    kept = f"the last good checkpoint, {last}, is kept" if last else "no checkpoint was written"
+    raise InputError(
+        f"training diverged at step {step}: loss {loss}, gradient norm {grad_norm}; {kept}. Lower lr, raise "
+        "warmup_steps or check the recipe's --set values"
+    )
 
 
 def _wrap(model, ddp: Dist):
