@@ -106,7 +106,14 @@ def read_records(path: Path) -> RecordFile:
     path = Path(path)
     if not path.exists():
         return RecordFile([], False)
-    text = path.read_text()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        number = data[: err.start].count(b"\n") + 1
+        raise InputError(
+            f"{path} line {number} is not UTF-8 text (byte {err.start}); the file was damaged: fix or delete that line"
+        ) from None
     lines = text.split("\n")
     truncated = False
     if lines and lines[-1] == "":

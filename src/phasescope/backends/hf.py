@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from phasescope.backends.base import LoadedModel
 from phasescope.backends.native import fingerprint_files
@@ -27,7 +28,7 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as err:
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError, SafetensorError) as err:
         raise InputError(
             f"hf:{path}: transformers cannot load it as a causal LM ({type(err).__name__}: {err})"
         ) from None

@@ -78,6 +78,13 @@ class TrainConfig:
         need(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
         need(self.grad_clip > 0, "grad_clip", self.grad_clip, "> 0")
         n_layers = self.model.n_layers
+        need(
+            isinstance(self.full_layers, tuple)
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in self.full_layers),
+            "full_layers",
+            self.full_layers,
+            "a list of layer indices",
+        )
         for i in self.full_layers:
             need(0 <= i < n_layers, "full_layers", self.full_layers, f"indices in [0, {n_layers})")
         need(
@@ -126,11 +133,15 @@ class TrainConfig:
             model=ModelConfig.from_dict(data["model"]),
             scheme=CompressionConfig.from_dict(data["scheme"]),
             task=RetrievalTask.from_dict(data["task"]),
-            full_layers=tuple(data.get("full_layers", ())),
+            full_layers=_as_tuple(data.get("full_layers", ())),
         )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def _as_tuple(value):
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _parse_value(text: str, current):

@@ -195,6 +195,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     if cfg.arch == "hf-deepseek-v4":
         hf_deepseek_v4_config(cfg)  # refuses a scheme transformers cannot build, before anything is written
     checkpoint = _prepare_run_dir(out, cfg, resume)
+    if ddp.world > 1:
+        dist.barrier()  # every rank has checked the directory before rank 0 writes into it
     start, compressed = 0, cfg.warm_start_steps == 0
     if checkpoint is not None:
         state = read_json(

@@ -1,0 +1,416 @@
+"""The fault suite: every case of the reliability issue, as a careless or unlucky user would hit
+it, gives a clear ``error: ...`` (exit 2, no traceback) or a correct result, and leaves nothing
+half-written that a later command would trust."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+from phasescope.cli import app
+from phasescope.demo import ASSETS
+
+runner = CliRunner()
+FAST = ["--samples", "4", "--no-progress"]
+TRAIN_FAST = ["--set", "steps=4", "--set", "warm_start_steps=0", "--set", "eval_batches=1", "--set", "batch_size=8"]
+
+
+def cli(*args: str):
+    return runner.invoke(app, list(args), env={"COLUMNS": "300"})
+
+
+def refused(result, *phrases: str) -> None:
+    """Exit 2 with ``error: ...`` naming the cause, never a traceback or an internal error."""
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output and "Traceback" not in result.output and "internal error" not in result.output
+    for phrase in phrases:
+        assert phrase in result.output, result.output
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    target = tmp_path / "model"
+    shutil.copytree(ASSETS / "tiny-s4", target)
+    return target
+
+
+@pytest.fixture
+def swept(tmp_path, model_dir):
+    run = tmp_path / "run"
+    assert cli("sweep", "--model", str(model_dir), "--out", str(run), *FAST).exit_code == 0
+    return run
+
+
+# 1. invented period, phases out of range
+def test_offsets_that_miss_phases_are_refused_before_scoring(tmp_path, model_dir):
+    even = ",".join(str(d) for d in range(0, 24, 2))
+    result = cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "e"), "--offsets", even, *FAST)
+    refused(result, "phase(s) [1, 3] at fewer than two offsets")
+    assert not (tmp_path / "e").exists(), "nothing is written for a refused sweep"
+
+
+def test_records_with_a_phase_out_of_range_are_refused(swept):
+    lines = (swept / "records.jsonl").read_text().splitlines()
+    record = json.loads(lines[3]) | {"phase": 7}
+    (swept / "records.jsonl").write_text("\n".join(lines[:3] + [json.dumps(record)] + lines[4:]) + "\n")
+    refused(cli("analyze", str(swept)), "line 4", "phase 7")
+
+
+# 2. bad lines are never skipped
+@pytest.mark.parametrize("bad", ["", "{not json", "[1, 2]", '{"content_id": 0}'])
+def test_a_bad_line_in_the_middle_stops_analyze_and_the_sweep(swept, model_dir, bad):
+    lines = (swept / "records.jsonl").read_text().splitlines()
+    (swept / "records.jsonl").write_text("\n".join(lines[:10] + [bad] + lines[10:]) + "\n")
+    refused(cli("analyze", str(swept)), "line 11")
+    before = (swept / "records.jsonl").read_text()
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST), "line 11")
+    assert (swept / "records.jsonl").read_text() == before, "the valid records after the bad line are kept"
+
+
+def test_a_cut_last_line_is_left_out_by_analyze_and_rescored_by_the_sweep(swept, model_dir):
+    text = (swept / "records.jsonl").read_text()
+    (swept / "records.jsonl").write_text(text[:-40])  # killed mid-write
+    result = cli("analyze", str(swept))
+    assert result.exit_code == 0
+    assert "cut short" in json.loads((swept / "metrics.json").read_text())["records_note"]
+    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST).exit_code == 0
+    assert (swept / "records.jsonl").read_text() == text
+
+
+# 3. resume with other weights / same weights through another path
+def test_resuming_with_changed_weights_is_refused_and_another_path_is_fine(swept, model_dir, tmp_path, monkeypatch):
+    weights = load_file(model_dir / "model.safetensors")
+    name = next(iter(weights))
+    save_file({**weights, name: weights[name] + 0.01}, model_dir / "model.safetensors")
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST), "another model")
+    shutil.copytree(ASSETS / "tiny-s4", tmp_path / "same", dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    result = cli("sweep", "--model", "./same/../same", "--out", str(swept), *FAST)
+    assert result.exit_code == 0 and "already complete" in result.output
+
+
+# 4. stale report
+def test_report_describes_the_records_on_disk(tmp_path, model_dir):
+    run = tmp_path / "run"
+    part = cli("sweep", "--model", str(model_dir), "--out", str(run), *FAST)
+    assert part.exit_code == 0
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    (run / "records.jsonl").write_text("".join(lines[:20]))
+    assert cli("analyze", str(run)).exit_code == 0
+    assert json.loads((run / "metrics.json").read_text())["n_records"] == 20
+    assert cli("sweep", "--model", str(model_dir), "--out", str(run), *FAST).exit_code == 0  # resumes to 96
+    assert cli("report", str(run)).exit_code == 0
+    assert json.loads((run / "metrics.json").read_text())["n_records"] == 96
+    assert "over 96 records" in (run / "report.html").read_text()
+
+
+# 5. NaN and inf
+@pytest.mark.parametrize("setting", ["lr=inf", "lr=nan", "model.norm_eps=-1", "model.rope_theta=inf"])
+def test_non_finite_or_invalid_training_settings_are_refused_before_writing(tmp_path, setting):
+    result = cli("train", "tiny-s4", "--set", setting, "--out", str(tmp_path / "t"), "--no-progress")
+    refused(result, setting.split("=")[0].split(".")[-1])
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, monkeypatch):
+    import phasescope.train.trainer as trainer
+
+    calls = {"n": 0}
+    real = trainer.batch_loss
+
+    def explode(*args):  # finite for 4 steps, then NaN
+        calls["n"] += 1
+        loss = real(*args)
+        return loss if calls["n"] <= 4 else loss * float("nan")
+
+    monkeypatch.setattr(trainer, "batch_loss", explode)
+    out = tmp_path / "t"
+    args = ["train", "tiny-s4", *TRAIN_FAST, "--set", "steps=8", "--set", "checkpoint_every=2", "--no-progress"]
+    result = cli(*args, "--out", str(out))
+    refused(result, "training diverged at step 4", "step-4")
+    weights = load_file(out / "checkpoints" / "step-4" / "model.safetensors")
+    assert all(torch.isfinite(w).all() for w in weights.values())
+    assert not (out / "model.safetensors").exists(), "no final model from a diverged run"
+
+
+def test_a_model_with_nan_weights_is_refused_by_the_sweep(tmp_path, model_dir):
+    weights = load_file(model_dir / "model.safetensors")
+    name = next(iter(weights))
+    save_file({**weights, name: weights[name] * float("nan")}, model_dir / "model.safetensors")
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), *FAST), "NaN or infinite logits")
+    records = tmp_path / "r" / "records.jsonl"
+    assert not records.exists() or records.read_text() == ""
+
+
+# 6. a non-causal model through hf:
+def test_a_bidirectional_model_is_refused(tmp_path):
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    from test_probes import _word_bpe
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
+    cfg = BertConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
+    BertForMaskedLM(cfg).save_pretrained(tmp_path / "bert")
+    tok.save_pretrained(tmp_path / "bert")
+    # through the API: transformers' logger keeps a stream of an earlier CliRunner call, which garbles CLI output
+    import phasescope
+    from phasescope.errors import InputError
+
+    with pytest.raises(InputError, match="not a causal language model"):
+        phasescope.sweep(f"hf:{tmp_path / 'bert'}", step=4, samples=2, out=tmp_path / "r")
+
+
+# 7. a pad unit that merges with its neighbours
+class NeighbourChangingTokenizer:
+    """One token per character, except that ")" becomes another token when two dots follow it:
+    padding "." before ".clamp" adds exactly one token per repeat, yet changes the token before
+    the padding (the count check alone accepted this)."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [1000 if c == ")" and text[i + 1 : i + 3] == ".." else ord(c) for i, c in enumerate(text)]
+
+
+def test_a_pad_unit_that_changes_the_token_before_it_is_refused():
+    from phasescope.probes import CompletionSpec, PaddingCompletionProbe, ProbeError
+
+    spec = CompletionSpec(prompt="y = (x * scale){pad}.clamp(-448.0, 448.0)\nreturn y.to(torch.float", pad_unit=".")
+    probe = PaddingCompletionProbe(NeighbourChangingTokenizer(), spec)
+    before, after = spec.prompt.split("{pad}")
+    assert len(probe._ids(before + "..." + after)) == len(probe._ids(before + after)) + 3  # the count check passes
+    with pytest.raises(ProbeError, match="without changing its neighbours"):
+        probe.items(list(range(24)), 1, np.random.default_rng(0))
+
+
+# 8. duplicates and two writers
+def test_repeated_offsets_are_refused(tmp_path, model_dir):
+    offsets = ",".join(map(str, [*range(8), 7, 7]))
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--offsets", offsets, *FAST), "[7]")
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path, model_dir):
+    from filelock import FileLock
+
+    run = tmp_path / "r"
+    run.mkdir()
+    with FileLock(run / ".lock"):
+        refused(cli("sweep", "--model", str(model_dir), "--out", str(run), *FAST), "another phasescope process")
+    assert cli("sweep", "--model", str(model_dir), "--out", str(run), *FAST).exit_code == 0
+
+
+# 9. training and sweep options that used to be ignored
+def test_training_option_mistakes(tmp_path):
+    out = tmp_path / "t"
+    assert (
+        cli(
+            "train",
+            "tiny-s4",
+            *TRAIN_FAST,
+            "--set",
+            "steps=12",
+            "--stop-after",
+            "10",
+            "--out",
+            str(out),
+            "--no-progress",
+        ).exit_code
+        == 0
+    )
+    refused(
+        cli(
+            "train",
+            "tiny-s4",
+            *TRAIN_FAST,
+            "--set",
+            "steps=12",
+            "--stop-after",
+            "5",
+            "--resume",
+            "--out",
+            str(out),
+            "--no-progress",
+        ),
+        "already at step 10",
+    )
+    refused(
+        cli("train", "tiny-s4", "--resume", "--out", str(tmp_path / "missing"), "--no-progress"), "nothing to resume"
+    )
+    (out / "train_config.json").unlink()
+    refused(
+        cli("train", "tiny-s4", *TRAIN_FAST, "--set", "steps=12", "--resume", "--out", str(out), "--no-progress"),
+        "no train_config.json",
+    )
+    refused(cli("train", "tiny-s4", "--set", "name=../x", "--no-progress"), "name")
+
+
+def test_probe_file_with_the_wrong_probe_is_refused(tmp_path, model_dir):
+    probe = tmp_path / "p.json"
+    probe.write_text(json.dumps({"prompt": "x{pad}", "candidates": {"right": "1"}}))
+    result = cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--probe-file", str(probe), *FAST)
+    refused(result, "--probe-file is for --probe padding-completion")
+
+
+def test_a_missing_manifest_is_recreated(swept, model_dir):
+    (swept / "manifest.json").unlink()
+    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST).exit_code == 0
+    assert json.loads((swept / "manifest.json").read_text())["model_fingerprint"].startswith("sha256:")
+
+
+# 10. a trained model is never overwritten
+@pytest.mark.parametrize("extra", [[], ["--stop-after", "2"]])
+def test_train_never_overwrites_a_model_it_did_not_create(tmp_path, extra):
+    out = tmp_path / "model"
+    shutil.copytree(ASSETS / "tiny-s4", out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refused(cli("train", "tiny-s4", *TRAIN_FAST, *extra, "--out", str(out), "--no-progress"), "already holds a run")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# 11. tracebacks that became messages
+def test_damaged_training_runs_give_clear_errors(tmp_path):
+    out = tmp_path / "t"
+    base = ["train", "tiny-s4", *TRAIN_FAST, "--set", "steps=8", "--set", "checkpoint_every=2", "--no-progress"]
+    assert cli(*base, "--stop-after", "4", "--out", str(out)).exit_code == 0
+    with (out / "log.jsonl").open("a") as f:
+        f.write('{"step": 4, "lo')  # a partial line: repaired on resume
+    (out / "checkpoints" / "step-old").mkdir()  # a stray directory: ignored
+    assert cli(*base, "--stop-after", "6", "--resume", "--out", str(out)).exit_code == 0
+    (out / "checkpoints" / "step-6" / "state.json").write_text("{garbage")
+    refused(cli(*base, "--resume", "--out", str(out)), "state.json", "not valid JSON")
+    (out / "checkpoints" / "step-6" / "state.json").unlink()
+    refused(cli(*base, "--resume", "--out", str(out)), "state.json", "missing")
+    (out / "train_config.json").write_text("[]")
+    refused(cli(*base, "--resume", "--out", str(out)), "train_config.json", "JSON object")
+    refused(cli(*base, "--out", str(tmp_path / "t" / "log.jsonl")), "is a file")
+
+
+def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    import phasescope.train.checkpoint as checkpoint
+
+    out = tmp_path / "t"
+    base = ["train", "tiny-s4", *TRAIN_FAST, "--set", "steps=8", "--set", "checkpoint_every=2", "--no-progress"]
+    assert cli(*base, "--stop-after", "2", "--out", str(out)).exit_code == 0
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "checkpoints"))
+
+    monkeypatch.setattr(checkpoint, "save_model", full)
+    refused(cli(*base, "--resume", "--out", str(out)), "No space left on device")
+    monkeypatch.undo()
+    assert (out / "checkpoints" / "LATEST").read_text().strip() == "step-2"
+    assert cli(*base, "--resume", "--out", str(out)).exit_code == 0  # and it continues from there
+
+
+def test_hf_deepseek_v4_with_a_scheme_transformers_lacks_is_refused_before_writing(tmp_path):
+    result = cli("train", "hf-deepseek-v4-tiny", "--set", "scheme.pooler=mean", "--out", str(tmp_path / "t"))
+    refused(result, "pooler=channel_gate")
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize(
+    "config, phrase",
+    [("{}", "missing keys ['vocab_size']"), ('{"vocab_size": "64"}', "vocab_size must be an integer"), ("[", "JSON")],
+)
+def test_a_broken_model_config_is_named(model_dir, tmp_path, config, phrase):
+    (model_dir / "model_config.json").write_text(config)
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), *FAST), phrase)
+
+
+def test_a_train_config_without_task_and_truncated_weights_are_named(model_dir, tmp_path):
+    config = json.loads((model_dir / "train_config.json").read_text())
+    del config["task"]
+    (model_dir / "train_config.json").write_text(json.dumps(config))
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), *FAST), "has no task")
+    shutil.copy(ASSETS / "tiny-s4" / "train_config.json", model_dir / "train_config.json")
+    data = (model_dir / "model.safetensors").read_bytes()
+    (model_dir / "model.safetensors").write_bytes(data[: len(data) // 2])
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), *FAST), "model.safetensors")
+
+
+def test_truncated_hf_weights_are_named(tmp_path):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    cfg = Qwen3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+    )
+    Qwen3ForCausalLM(cfg).save_pretrained(tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    result = cli("sweep", "--model", f"hf:{tmp_path / 'm'}", "--step", "4", "--out", str(tmp_path / "r"), *FAST)
+    refused(result, "cannot load it")
+
+
+@pytest.mark.parametrize(
+    "probe, phrase",
+    [
+        ({"prompt": 5, "candidates": {"right": "8"}}, "prompt must be text"),
+        ({"prompt": "x{pad}", "candidates": {"right": ""}}, "non-empty answer"),
+        ({"prompt": "x{pad}", "candidates": {"right": "1"}, "colour": 1}, "unknown keys ['colour']"),
+    ],
+)
+def test_bad_probe_files_are_refused_and_leave_no_run_directory(tmp_path, probe, phrase):
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(probe))
+    result = cli(
+        "sweep",
+        "--model",
+        str(ASSETS / "tiny-s4"),
+        "--probe",
+        "padding-completion",
+        "--probe-file",
+        str(path),
+        "--out",
+        str(tmp_path / "r"),
+        *FAST,
+    )
+    refused(result, phrase)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "edit, phrase",
+    [
+        (lambda r: "[1]", "must be a JSON object"),
+        (lambda r: json.dumps(r | {"content_id": "zero"}), "mix content ids"),
+        (lambda r: json.dumps(r | {"logprobs": [1, 2]}), "logprobs"),
+        (lambda r: json.dumps(r | {"logprob_target": None}), "logprob_target"),
+    ],
+)
+def test_damaged_records_are_named_by_line(swept, edit, phrase):
+    lines = (swept / "records.jsonl").read_text().splitlines()
+    lines[5] = edit(json.loads(lines[5]))
+    (swept / "records.jsonl").write_text("\n".join(lines) + "\n")
+    refused(cli("analyze", str(swept)), phrase)
+
+
+def test_empty_or_garbage_metrics_are_recomputed_by_report(swept):
+    for content in ("{}", "garbage"):
+        (swept / "metrics.json").write_text(content)
+        assert cli("report", str(swept)).exit_code == 0
+        assert json.loads((swept / "metrics.json").read_text())["n_records"] == 96
+
+
+def test_demo_mistakes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("demo", "--samples", "8").exit_code == 0
+    refused(cli("demo", "--samples", "9"), "holds a different sweep")
+    (tmp_path / "file").write_text("x")
+    refused(cli("demo", "--out", "file"), "file")
+
+
+def test_garbage_json_errors_name_the_file(swept):
+    (swept / "spec.json").write_text("{oops")
+    refused(cli("analyze", str(swept)), str(swept / "spec.json"), "not valid JSON")
