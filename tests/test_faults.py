@@ -129,9 +129,7 @@ def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, monk
 
     monkeypatch.setattr(trainer, "batch_loss", explode)
     out = tmp_path / "t"
-    args = ["train", "tiny-s4", *TRAIN_FAST, "--set", "steps=8", "--set", "checkpoint_every=2", "--no-progress"]
-    result = cli(*args, "--out", str(out))
-    refused(result, "training diverged at step 4", "step-4")
+    refused(train(out), "training diverged at step 4", "step-4")
     weights = load_file(out / "checkpoints" / "step-4" / "model.safetensors")
     assert all(torch.isfinite(w).all() for w in weights.values())
     assert not (out / "model.safetensors").exists(), "no final model from a diverged run"
@@ -148,16 +146,15 @@ def test_a_model_with_nan_weights_is_refused_by_the_sweep(tmp_path, model_dir):
 
 # 6. a non-causal model through hf:
 def test_a_bidirectional_model_is_refused(tmp_path):
-    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+    from transformers import BertConfig, BertForMaskedLM
 
-    from test_probes import _word_bpe
+    from hf_models import save, word_tokenizer
 
-    tok = PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
+    tok = word_tokenizer()
     cfg = BertConfig(
         vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
     )
-    BertForMaskedLM(cfg).save_pretrained(tmp_path / "bert")
-    tok.save_pretrained(tmp_path / "bert")
+    save(BertForMaskedLM(cfg), tmp_path / "bert", tok)
     # through the API: transformers' logger keeps a stream of an earlier CliRunner call, which garbles CLI output
     import phasescope
     from phasescope.errors import InputError
@@ -204,47 +201,19 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path, mod
 
 
 # 9. training and sweep options that used to be ignored
+def train(out, *extra: str, steps: int = 8):
+    """`phasescope train tiny-s4` for a few steps (checkpoint every 2) into ``out``."""
+    args = [*TRAIN_FAST, "--set", f"steps={steps}", "--set", "checkpoint_every=2", "--no-progress"]
+    return cli("train", "tiny-s4", *args, *extra, "--out", str(out))
+
+
 def test_training_option_mistakes(tmp_path):
     out = tmp_path / "t"
-    assert (
-        cli(
-            "train",
-            "tiny-s4",
-            *TRAIN_FAST,
-            "--set",
-            "steps=12",
-            "--stop-after",
-            "10",
-            "--out",
-            str(out),
-            "--no-progress",
-        ).exit_code
-        == 0
-    )
-    refused(
-        cli(
-            "train",
-            "tiny-s4",
-            *TRAIN_FAST,
-            "--set",
-            "steps=12",
-            "--stop-after",
-            "5",
-            "--resume",
-            "--out",
-            str(out),
-            "--no-progress",
-        ),
-        "already at step 10",
-    )
-    refused(
-        cli("train", "tiny-s4", "--resume", "--out", str(tmp_path / "missing"), "--no-progress"), "nothing to resume"
-    )
+    assert train(out, "--stop-after", "10", steps=12).exit_code == 0
+    refused(train(out, "--stop-after", "5", "--resume", steps=12), "already at step 10")
+    refused(train(tmp_path / "missing", "--resume"), "nothing to resume")
     (out / "train_config.json").unlink()
-    refused(
-        cli("train", "tiny-s4", *TRAIN_FAST, "--set", "steps=12", "--resume", "--out", str(out), "--no-progress"),
-        "no train_config.json",
-    )
+    refused(train(out, "--resume", steps=12), "no train_config.json")
     refused(cli("train", "tiny-s4", "--set", "name=../x", "--no-progress"), "name")
 
 
@@ -274,19 +243,18 @@ def test_train_never_overwrites_a_model_it_did_not_create(tmp_path, extra):
 # 11. tracebacks that became messages
 def test_damaged_training_runs_give_clear_errors(tmp_path):
     out = tmp_path / "t"
-    base = ["train", "tiny-s4", *TRAIN_FAST, "--set", "steps=8", "--set", "checkpoint_every=2", "--no-progress"]
-    assert cli(*base, "--stop-after", "4", "--out", str(out)).exit_code == 0
+    assert train(out, "--stop-after", "4").exit_code == 0
     with (out / "log.jsonl").open("a") as f:
         f.write('{"step": 4, "lo')  # a partial line: repaired on resume
     (out / "checkpoints" / "step-old").mkdir()  # a stray directory: ignored
-    assert cli(*base, "--stop-after", "6", "--resume", "--out", str(out)).exit_code == 0
+    assert train(out, "--stop-after", "6", "--resume").exit_code == 0
     (out / "checkpoints" / "step-6" / "state.json").write_text("{garbage")
-    refused(cli(*base, "--resume", "--out", str(out)), "state.json", "not valid JSON")
+    refused(train(out, "--resume"), "state.json", "not valid JSON")
     (out / "checkpoints" / "step-6" / "state.json").unlink()
-    refused(cli(*base, "--resume", "--out", str(out)), "state.json", "missing")
+    refused(train(out, "--resume"), "state.json", "missing")
     (out / "train_config.json").write_text("[]")
-    refused(cli(*base, "--resume", "--out", str(out)), "train_config.json", "JSON object")
-    refused(cli(*base, "--out", str(tmp_path / "t" / "log.jsonl")), "is a file")
+    refused(train(out, "--resume"), "train_config.json", "JSON object")
+    refused(train(tmp_path / "t" / "log.jsonl"), "is a file")
 
 
 def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -295,17 +263,16 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, m
     import phasescope.train.checkpoint as checkpoint
 
     out = tmp_path / "t"
-    base = ["train", "tiny-s4", *TRAIN_FAST, "--set", "steps=8", "--set", "checkpoint_every=2", "--no-progress"]
-    assert cli(*base, "--stop-after", "2", "--out", str(out)).exit_code == 0
+    assert train(out, "--stop-after", "2").exit_code == 0
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(out / "checkpoints"))
 
     monkeypatch.setattr(checkpoint, "save_model", full)
-    refused(cli(*base, "--resume", "--out", str(out)), "No space left on device")
+    refused(train(out, "--resume"), "No space left on device")
     monkeypatch.undo()
     assert (out / "checkpoints" / "LATEST").read_text().strip() == "step-2"
-    assert cli(*base, "--resume", "--out", str(out)).exit_code == 0  # and it continues from there
+    assert train(out, "--resume").exit_code == 0  # and it continues from there
 
 
 def test_hf_deepseek_v4_with_a_scheme_transformers_lacks_is_refused_before_writing(tmp_path):
@@ -335,18 +302,9 @@ def test_a_train_config_without_task_and_truncated_weights_are_named(model_dir, 
 
 
 def test_truncated_hf_weights_are_named(tmp_path):
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from hf_models import tiny_qwen3
 
-    cfg = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-    )
-    Qwen3ForCausalLM(cfg).save_pretrained(tmp_path / "m")
+    tiny_qwen3(tmp_path / "m")
     weights = tmp_path / "m" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     result = cli("sweep", "--model", f"hf:{tmp_path / 'm'}", "--step", "4", "--out", str(tmp_path / "r"), *FAST)

@@ -99,11 +99,11 @@ def test_text_probe_needle_is_beyond_the_raw_window_of_a_tiny_deepseek_v4(tmp_pa
     """transformers' DeepseekV4ForCausalLM with sliding_window = 128: the geometry (s = 4,
     w = 8, L = 128) is read from its config and the text probe grows its haystack so the
     needle ends >= 136 tokens before the question at every offset."""
-    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM, PreTrainedTokenizerFast
+    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
-    from test_probes import _word_bpe
+    from hf_models import save, word_tokenizer
 
-    tok = PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
+    tok = word_tokenizer()
     cfg = DeepseekV4Config(
         vocab_size=len(tok),
         hidden_size=32,
@@ -128,8 +128,7 @@ def test_text_probe_needle_is_beyond_the_raw_window_of_a_tiny_deepseek_v4(tmp_pa
         partial_rotary_factor=0.5,
     )
     torch.manual_seed(0)
-    DeepseekV4ForCausalLM(cfg).save_pretrained(tmp_path / "v4")
-    tok.save_pretrained(tmp_path / "v4")
+    save(DeepseekV4ForCausalLM(cfg), tmp_path / "v4", tok)
     result = phasescope.sweep(f"hf:{tmp_path / 'v4'}", samples=1, out=tmp_path / "run", batch_size=24)
     gaps = [r["answer_pos"] - 1 - r["value_pos"] for r in result.records]
     assert min(gaps) >= 128 + 8 and len(result.records) == 24

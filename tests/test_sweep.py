@@ -128,23 +128,9 @@ def test_cli_sweep_analyze_report_on_a_trained_checkpoint(tmp_path):
 def test_hf_directory_with_a_tokenizer_is_swept_with_the_text_probe(tmp_path):
     """A tiny transformers Qwen3 saved with a locally trained BPE: hf:DIR -> text kv-retrieval
     and padding-completion, scored end to end (random weights: mechanics, not accuracy)."""
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+    from hf_models import tiny_qwen3, word_tokenizer
 
-    from test_probes import _word_bpe
-
-    tok = PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
-    torch.manual_seed(0)
-    cfg = Qwen3Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-    )
-    Qwen3ForCausalLM(cfg).save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
+    tiny_qwen3(tmp_path / "m", word_tokenizer())
     result = phasescope.sweep(f"hf:{tmp_path / 'm'}", step=4, samples=2, out=tmp_path / "kv")
     assert len(result.records) == 48 and all(r["same_window"] is not None for r in result.records)
     assert phasescope.analyze(tmp_path / "kv", n_resamples=100)["step"] == 4

@@ -1,0 +1,38 @@
+"""Tiny transformers models saved to a directory with a local tokenizer (no downloads), shared
+by the tests that sweep ``hf:DIR``."""
+
+from pathlib import Path
+
+import torch
+
+
+def word_tokenizer():
+    """A fast tokenizer over the locally trained word BPE of test_probes."""
+    from transformers import PreTrainedTokenizerFast
+
+    from test_probes import _word_bpe
+
+    return PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
+
+
+def save(model, directory: Path, tokenizer=None) -> Path:
+    model.save_pretrained(directory)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return directory
+
+
+def tiny_qwen3(directory: Path, tokenizer=None, vocab_size: int = 64) -> Path:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen3Config(
+        vocab_size=len(tokenizer) if tokenizer is not None else vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+    )
+    return save(Qwen3ForCausalLM(cfg), directory, tokenizer)
