@@ -94,7 +94,7 @@ def test_bad_sweeps_fail_before_scoring(tmp_path):
         phasescope.sweep(small, task=TASK, samples=1)
     with pytest.raises(ProbeError, match="unknown probe"):
         phasescope.sweep(model, probe="haystack", task=TASK)
-    with pytest.raises(ProbeError, match="declares no compression step"):
+    with pytest.raises(ProbeError, match="declares no compression geometry"):
         phasescope.sweep(from_callable(PhaseBlindAtBoundary()), task=TASK)
     phasescope.sweep(model, task=TASK, samples=1, out=tmp_path)
     with pytest.raises(ProbeError, match="holds a different sweep"):

@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from phasescope.backends import LoadedModel, from_callable, load_spec
+from phasescope.backends import BackendOptions, LoadedModel, from_callable, load_spec
 from phasescope.backends.native import from_decoder
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.errors import InputError
@@ -19,16 +19,25 @@ from phasescope.run.orchestrator import SweepResult, run_sweep
 from phasescope.runfiles import atomic_write_text, read_json
 
 
-def resolve_model(model) -> LoadedModel:
+def resolve_model(model, options: BackendOptions | None = None) -> LoadedModel:
+    """A spec string (see `phasescope backends`), a ``Decoder``, a transformers
+    ``PreTrainedModel``, or any callable ``input_ids -> logits``."""
     if isinstance(model, LoadedModel):
         return model
     if isinstance(model, (str, Path)):
-        return load_spec(str(model))
+        return load_spec(str(model), options)
     if isinstance(model, Decoder):
-        return from_decoder(model, description="in-memory phasescope Decoder")
+        return from_decoder(model, description="in-memory phasescope Decoder", options=options)
+    if hasattr(model, "config") and hasattr(model, "generate") and callable(model):
+        from phasescope.backends.hf import from_pretrained_model
+
+        return from_pretrained_model(model, options)
     if callable(model):
         return from_callable(model)
-    raise InputError(f"model must be a spec string, a Decoder, or a callable input_ids -> logits; got {type(model)}")
+    raise InputError(
+        f"model must be a spec string, a Decoder, a transformers model or a callable input_ids -> logits; "
+        f"got {type(model)}"
+    )
 
 
 def build_probe(
@@ -47,6 +56,7 @@ def build_probe(
     if name not in PROBES:
         raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
     tokenizer = tokenizer or loaded.tokenizer
+    bos_id = loaded.bos_id if loaded.bos_id is not None else getattr(tokenizer, "bos_token_id", None)
     if name == "kv-retrieval":
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
         if task is not None:
@@ -54,13 +64,13 @@ def build_probe(
             return KVRetrievalProbe(task, spec, min_gap=min_gap)
         if tokenizer is not None:
             spec = TextKVSpec(design=design, depth=depth, kv_gaps=tuple(kv_gaps))
-            return TextKVRetrievalProbe(tokenizer, spec, bos_id=loaded.bos_id, min_gap=min_gap)
+            return TextKVRetrievalProbe(tokenizer, spec, bos_id=bos_id, min_gap=min_gap)
         raise ProbeError(
             "kv-retrieval needs the model's task (native ids: pass task=RetrievalTask(...)) or a tokenizer"
         )
     if tokenizer is None:
         raise ProbeError("padding-completion needs a tokenizer (a HF model or tokenizer=...)")
-    return PaddingCompletionProbe(tokenizer, completion or CompletionSpec(), bos_id=loaded.bos_id)
+    return PaddingCompletionProbe(tokenizer, completion or CompletionSpec(), bos_id=bos_id)
 
 
 def sweep(
@@ -83,6 +93,8 @@ def sweep(
     local: int | None = None,
     depth: float = 0.5,
     kv_gaps=(0,),
+    window: int | None = None,
+    options: BackendOptions | None = None,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -92,15 +104,23 @@ def sweep(
     kept at least L + one compression window before the question. ``depth``: where the needle
     sits in the haystack (0 earliest, 1 latest). ``kv_gaps``: render each content with these
     numbers of tokens between key and value (e.g. (0, 1)) for the same-window analysis.
+    ``window``: the compression window, for models whose config does not declare one;
+    ``options``: dtype, device, trust_remote_code for the backend.
     """
-    loaded = resolve_model(model)
+    loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
     if step is None:
-        raise ProbeError("the model declares no compression step; pass step= (e.g. 4 for DeepSeek-V4)")
+        raise ProbeError(
+            f"{loaded.description or 'the model'} declares no compression geometry in its config; pass the step "
+            "(--step 4 for DeepSeek-V4, and --window/--local if they differ from the step / are known)"
+        )
     align = align if align is not None else loaded.align
     if not 0 <= align < step:
         raise ProbeError(f"align={align} is invalid; allowed: 0 <= align < step ({step})")
-    window = (loaded.window or step) if loaded.step == step else step
+    if window is None:
+        window = (loaded.window or step) if loaded.step == step else step
+    if window < step:
+        raise ProbeError(f"window={window} is invalid; allowed: >= step ({step})")
     local = local if local is not None else loaded.local
     if local is not None and local < 0:
         raise ProbeError(f"local={local} is invalid; allowed: the raw window in tokens, >= 0")

@@ -158,6 +158,23 @@ def cache_demo(
 
 
 @command()
+def backends() -> None:
+    """List the model backends: which model spec each one loads, with an example."""
+    from phasescope.backends import BACKENDS
+
+    table = Table(title="model backends (phasescope sweep --model SPEC)")
+    table.add_column("backend", no_wrap=True)
+    table.add_column("spec", no_wrap=True)
+    table.add_column("what it loads", overflow="fold")
+    for backend in BACKENDS.values():
+        table.add_row(backend.name, backend.example, backend.summary)
+    table.add_row(
+        "python", "phasescope.sweep(obj)", "a Decoder, a transformers PreTrainedModel or any input_ids -> logits"
+    )
+    console.print(table)
+
+
+@command()
 def recipes() -> None:
     """List the training recipes, one line each."""
     from phasescope.train.recipes import RECIPES
@@ -246,7 +263,8 @@ def parse_gaps(text: str) -> tuple[int, ...]:
 def sweep(
     model: str = typer.Option(
         ...,
-        help="Model spec: a phasescope model directory (output of `phasescope train`) or hf:DIR (local transformers).",
+        help="Model spec: a phasescope model directory (output of `phasescope train`) or hf:DIR (a local "
+        "transformers causal LM); see `phasescope backends`.",
     ),
     probe: str = typer.Option("kv-retrieval", help="Probe: kv-retrieval or padding-completion."),
     out: str = typer.Option(..., help="Run directory; rerunning the same command resumes an interrupted run."),
@@ -269,6 +287,14 @@ def sweep(
     depth: float = typer.Option(
         0.5, min=0.0, max=1.0, help="kv-retrieval: where the needle sits in the haystack (0 earliest, 1 latest)."
     ),
+    window: int = typer.Option(
+        None, min=1, help="Compression window w, for models whose config declares none (default: the step)."
+    ),
+    dtype: str = typer.Option("float32", help="Weights dtype for the model: float32, bfloat16 or float16."),
+    device: str = typer.Option("cpu", help="Torch device for the model (cpu, cuda, cuda:1, mps)."),
+    trust_remote_code: bool = typer.Option(
+        False, help="hf: run the model directory's own Python code (off unless you trust its author)."
+    ),
     kv_gaps: str = typer.Option(
         "0",
         help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1): "
@@ -280,6 +306,7 @@ def sweep(
     import shlex
 
     from phasescope.api import sweep as run
+    from phasescope.backends import BackendOptions
 
     args = [
         "--model",
@@ -302,6 +329,8 @@ def sweep(
     args += ["--step", str(step)] if step is not None else []
     args += ["--align", str(align)] if align is not None else []
     args += ["--local", str(local)] if local is not None else []
+    args += ["--window", str(window)] if window is not None else []
+    args += ["--dtype", dtype, "--device", device] + (["--trust-remote-code"] if trust_remote_code else [])
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
 
     args += ["--probe-file", probe_file] if probe_file else []
@@ -326,6 +355,8 @@ def sweep(
         local=local,
         depth=depth,
         kv_gaps=parse_gaps(kv_gaps),
+        window=window,
+        options=BackendOptions(dtype=dtype, device=device, trust_remote_code=trust_remote_code),
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.scored == 0:

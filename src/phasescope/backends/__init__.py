@@ -1,26 +1,38 @@
-"""Model backends: phasescope checkpoints and in-memory callables (more arrive with the backends issue)."""
+"""Model backends (registry): a model spec's prefix picks the backend that loads it.
 
-from phasescope.backends.base import LoadedModel
-from phasescope.backends.native import from_callable, load_native
+    runs/s4          a phasescope model directory (`phasescope train` output)
+    hf:DIR           a local transformers causal LM directory
+
+In Python, ``phasescope.sweep`` also takes a ``Decoder``, a transformers ``PreTrainedModel`` or
+any callable ``input_ids -> logits`` (``phasescope.api.resolve_model``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel
+from phasescope.backends.hf import HFBackend
+from phasescope.backends.native import NativeBackend, from_callable, load_native
 from phasescope.errors import InputError
 
-
-def load_spec(spec: str) -> LoadedModel:
-    """A model spec: a phasescope model directory (the output of `phasescope train`), or
-    ``hf:DIR`` for a local transformers directory."""
-    from pathlib import Path
-
-    if spec.startswith("hf:"):
-        from phasescope.backends.hf import load_hf
-
-        return load_hf(spec[3:])
-    path = Path(spec)
-    if (path / "model_config.json").exists():
-        return load_native(path)
-    raise InputError(
-        f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
-        "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
-    )
+BACKENDS: dict[str, Backend] = {b.name: b for b in (HFBackend(), NativeBackend())}
 
 
-__all__ = ["LoadedModel", "from_callable", "load_native", "load_spec"]
+def load_spec(spec: str, options: BackendOptions | None = None) -> LoadedModel:
+    """Load the model a spec names, with the backend its prefix picks."""
+    options = options or BackendOptions()
+    prefix = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", spec)
+    for backend in BACKENDS.values():
+        if backend.prefix and spec.startswith(backend.prefix):
+            return backend.load(spec, options)
+    if prefix and len(prefix.group(1)) > 1:  # "C:" stays a path on Windows
+        known = ", ".join(f"{b.prefix}..." for b in BACKENDS.values() if b.prefix)
+        raise InputError(
+            f"model spec {spec!r}: unknown prefix {prefix.group(0)!r}; known: {known}, or a phasescope model "
+            "directory (see `phasescope backends`)"
+        )
+    return BACKENDS["phasescope"].load(spec, options)
+
+
+__all__ = ["BACKENDS", "BackendOptions", "LoadedModel", "from_callable", "load_native", "load_spec"]

@@ -1,14 +1,19 @@
 """Backends turn a model into ``input_ids [B,T] -> logits [B,T,V]`` plus what it knows about
-its own compression geometry."""
+its own compression geometry. One base class, one file per backend, a registry keyed by the
+model spec's prefix (``hf:``, a phasescope directory, ...): DESIGN.md §4."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
+from phasescope.errors import InputError
+
 LogitsFn = Callable[[torch.Tensor], torch.Tensor]
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass
@@ -24,3 +29,37 @@ class LoadedModel:
     description: str = ""
     tokenizer: object | None = None  # for probes written in text (HF models)
     bos_id: int | None = None  # prepended by text probes when the model expects it
+    max_len: int | None = None  # longest sequence the model accepts (None: unknown)
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """What a user may say about how to load a model (CLI options of `sweep`)."""
+
+    dtype: str = "float32"
+    device: str = "cpu"
+    trust_remote_code: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InputError(f"--dtype {self.dtype!r} is invalid; allowed: {' | '.join(DTYPES)}")
+        try:
+            torch.device(self.device)
+        except RuntimeError:
+            raise InputError(f"--device {self.device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from None
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+
+class Backend:
+    """A kind of model spec. ``prefix``: the spec starts with it (empty: a bare path)."""
+
+    name: ClassVar[str]
+    prefix: ClassVar[str]
+    summary: ClassVar[str]
+    example: ClassVar[str]
+
+    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
+        raise NotImplementedError

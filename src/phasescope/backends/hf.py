@@ -13,21 +13,35 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from phasescope.backends.base import LoadedModel
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel
 from phasescope.backends.native import fingerprint_files
 from phasescope.errors import InputError
 from phasescope.runfiles import read_json
 
 
-def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
+class HFBackend(Backend):
+    name = "hf"
+    prefix = "hf:"
+    summary = "a local transformers causal LM directory (config.json + safetensors); no downloads"
+    example = "hf:models/qwen3-tiny"
+
+    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
+        return load_hf(spec[len(self.prefix) :], options)
+
+
+def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    options = options or BackendOptions()
+    trust_remote_code = options.trust_remote_code
     path = Path(path)
     if not (path / "config.json").exists():
         raise InputError(f"hf:{path} is not a transformers model directory (no config.json)")
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, trust_remote_code=trust_remote_code, dtype=options.torch_dtype
+        ).to(options.device)
     except (OSError, ValueError, KeyError, RuntimeError, ImportError, SafetensorError) as err:
         raise InputError(
             f"hf:{path}: transformers cannot load it as a causal LM ({type(err).__name__}: {err})"
@@ -39,7 +53,8 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
         raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {geometry!r}")
 
     def logits(ids: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=ids, use_cache=False).logits.float()
+        with torch.no_grad():
+            return model(input_ids=ids.to(options.device), use_cache=False).logits.float().cpu()
 
     check_causal(logits, config.vocab_size, f"hf:{path}")
 
@@ -61,6 +76,30 @@ def load_hf(path: str | Path, trust_remote_code: bool = False) -> LoadedModel:
         description=f"hf:{path}",
         tokenizer=tokenizer,
         bos_id=getattr(tokenizer, "bos_token_id", None),
+        max_len=getattr(config, "max_position_embeddings", None),
+    )
+
+
+def from_pretrained_model(model, options: BackendOptions | None = None) -> LoadedModel:
+    """An in-memory transformers causal LM (Python API): geometry from its config, no tokenizer."""
+    options = options or BackendOptions()
+    model = model.eval().to(options.device)
+
+    def logits(ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return model(input_ids=ids.to(options.device), use_cache=False).logits.float().cpu()
+
+    config = model.config
+    check_causal(logits, config.vocab_size, type(model).__name__)
+    geometry = _geometry_from_config(config)
+    return LoadedModel(
+        logits=logits,
+        vocab_size=config.vocab_size,
+        step=geometry.get("step"),
+        window=geometry.get("window"),
+        local=geometry.get("local"),
+        description=f"in-memory {type(model).__name__}",
+        max_len=getattr(config, "max_position_embeddings", None),
     )
 
 
@@ -80,9 +119,18 @@ def check_causal(logits_fn, vocab_size: int, name: str) -> None:
 
 
 def _geometry_from_config(config) -> dict:
-    """DeepSeek-V4: CSA step m, overlapping window 2m, and the raw sliding window L."""
+    """DeepSeek-V4: CSA step m with the overlapping window 2m (else HCA's step, w = step),
+    ``sliding_window`` as the raw window L; the legacy list ``compress_ratios`` (one per layer,
+    0 = uncompressed) gives the smallest non-zero ratio."""
     rates = getattr(config, "compress_rates", None) or {}
-    step = rates.get("compressed_sparse_attention")
-    if not step:
-        return {}
-    return {"step": step, "window": 2 * step, "align": 0, "local": getattr(config, "sliding_window", None)}
+    local = getattr(config, "sliding_window", None)
+    if rates.get("compressed_sparse_attention"):
+        step = rates["compressed_sparse_attention"]
+        return {"step": step, "window": 2 * step, "align": 0, "local": local}
+    if rates.get("heavily_compressed_attention"):
+        step = rates["heavily_compressed_attention"]
+        return {"step": step, "window": step, "align": 0, "local": local}
+    legacy = [r for r in (getattr(config, "compress_ratios", None) or []) if r]
+    if legacy:
+        return {"step": min(legacy), "window": 2 * min(legacy), "align": 0, "local": local}
+    return {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from phasescope.backends.base import LoadedModel
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel
 from phasescope.errors import InputError
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
@@ -28,12 +28,20 @@ def fingerprint_files(paths: list[Path]) -> str:
     return "sha256:" + digest.hexdigest()[:16]
 
 
-def from_decoder(model: Decoder, fingerprint: str = "", task: dict | None = None, description: str = "") -> LoadedModel:
+def from_decoder(
+    model: Decoder,
+    fingerprint: str = "",
+    task: dict | None = None,
+    description: str = "",
+    options: BackendOptions | None = None,
+) -> LoadedModel:
     compressed = [layer for layer in model.cfg.layers if layer.compressed]
     geometry = compressed[0] if compressed else None
+    options = options or BackendOptions()
+    model = model.to(device=options.device, dtype=options.torch_dtype)
 
     def logits(ids: torch.Tensor) -> torch.Tensor:
-        return model(ids)
+        return model(ids.to(options.device)).float().cpu()
 
     return LoadedModel(
         logits=logits,
@@ -48,7 +56,7 @@ def from_decoder(model: Decoder, fingerprint: str = "", task: dict | None = None
     )
 
 
-def load_native(path: str | Path) -> LoadedModel:
+def load_native(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
     path = Path(path)
     model = load_model_dir(path)
     train_cfg = path / "train_config.json"
@@ -57,7 +65,8 @@ def load_native(path: str | Path) -> LoadedModel:
         task = read_json(train_cfg, "train config").get("task")
         if not isinstance(task, dict):
             raise InputError(f"{train_cfg} has no task; it was not written by `phasescope train`, or was edited")
-    return from_decoder(model, fingerprint_files([path / "model.safetensors"]), task, f"phasescope model {path}")
+    fingerprint = fingerprint_files([path / "model.safetensors"])
+    return from_decoder(model, fingerprint, task, f"phasescope model {path}", options)
 
 
 def from_callable(
@@ -75,3 +84,21 @@ def from_callable(
     return LoadedModel(
         logits=fn, vocab_size=vocab_size, step=step, align=align, window=window, local=local, description=repr(fn)[:80]
     )
+
+
+class NativeBackend(Backend):
+    name = "phasescope"
+    prefix = ""
+    summary = "a directory written by `phasescope train` (model.safetensors + model_config.json)"
+    example = "runs/s4"
+
+    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
+        path = Path(spec)
+        if not path.exists():
+            raise InputError(f"model directory {spec!r} does not exist")
+        if not (path / "model_config.json").exists():
+            raise InputError(
+                f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
+                "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
+            )
+        return load_native(path, options)

@@ -60,7 +60,12 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
 
 
 def check_sweep_inputs(
-    items: list[ProbeItem], offsets: list[int], step: int, vocab_size: int | None, align: int = 0
+    items: list[ProbeItem],
+    offsets: list[int],
+    step: int,
+    vocab_size: int | None,
+    align: int = 0,
+    max_len: int | None = None,
 ) -> None:
     repeated = sorted({d for d in offsets if offsets.count(d) > 1})
     if repeated:
@@ -80,6 +85,15 @@ def check_sweep_inputs(
             f"needs at least two so that phase effects and periods are estimable: use consecutive offsets, e.g. "
             f"--offsets 0:{max(24, 2 * step)}"
         )
+    if max_len is not None:
+        longest = max(items, key=lambda it: len(it.input_ids) + max(map(len, it.candidates.values())))
+        length = len(longest.input_ids) + max(map(len, longest.candidates.values()))
+        if length > max_len:
+            raise ProbeError(
+                f"content {longest.content_id} at offset {longest.offset} needs {length} tokens but the model accepts "
+                f"at most {max_len} (its max_position_embeddings); nothing is truncated: use fewer pairs, fewer "
+                "offsets or a shorter prompt"
+            )
     if vocab_size is not None:
         top = max(max(it.input_ids + [t for c in it.candidates.values() for t in c]) for it in items)
         if top >= vocab_size:
@@ -145,7 +159,7 @@ def run_sweep(
     command: str | None = None,
 ) -> SweepResult:
     items = probe.items(offsets, samples, np.random.default_rng(seed))
-    check_sweep_inputs(items, offsets, step, model.vocab_size, align)
+    check_sweep_inputs(items, offsets, step, model.vocab_size, align, model.max_len)
     check_needle_placement(items, local, window or step)
     spec = {
         "probe": probe.spec(),

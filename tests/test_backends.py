@@ -1,0 +1,89 @@
+"""Backends: the registry, hf: on a plain causal LM (geometry from options, dtype, batching that
+never shifts positions, no silent truncation), and in-memory transformers models."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import phasescope
+from phasescope.backends import BACKENDS, BackendOptions, load_spec
+from phasescope.cli import app
+from phasescope.errors import InputError
+from phasescope.probes import ProbeError
+
+
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory):
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    return tiny_qwen3(tmp_path_factory.mktemp("q") / "m", word_tokenizer())
+
+
+def test_registry_lists_every_backend_and_refuses_unknown_prefixes():
+    result = CliRunner().invoke(app, ["backends"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for backend in BACKENDS.values():
+        assert backend.name in result.output and backend.example in result.output
+    with pytest.raises(InputError, match="unknown prefix 'vllm:'"):
+        load_spec("vllm:http://localhost:8000")
+    with pytest.raises(InputError, match="does not exist"):
+        load_spec("runs/no-such-model")
+
+
+def test_a_plain_causal_lm_needs_its_geometry_from_options_and_records_it(qwen3_dir, tmp_path):
+    with pytest.raises(ProbeError, match="declares no compression geometry"):
+        phasescope.sweep(f"hf:{qwen3_dir}", samples=1)
+    phasescope.sweep(f"hf:{qwen3_dir}", step=4, window=8, local=16, samples=1, out=tmp_path / "r")
+    spec = json.loads((tmp_path / "r" / "spec.json").read_text())
+    assert (spec["step"], spec["window"], spec["local"], spec["probe"]["min_gap"]) == (4, 8, 16, 24)
+
+
+def test_batched_scoring_equals_one_sequence_at_a_time(qwen3_dir):
+    """Right padding never shifts positions: the same records batched 24 at a time and alone."""
+    batched = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=2, batch_size=24).records
+    alone = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=2, batch_size=1).records
+    assert len(batched) == len(alone) == 48
+    for a, b in zip(batched, alone, strict=True):
+        assert a["correct"] == b["correct"]
+        for name, value in a["logprobs"].items():
+            assert value == pytest.approx(b["logprobs"][name], abs=1e-5)
+
+
+def test_a_prompt_longer_than_the_model_accepts_is_refused_not_truncated(tmp_path):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from hf_models import save, word_tokenizer
+
+    tok = word_tokenizer()
+    cfg = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
+    save(Qwen3ForCausalLM(cfg), tmp_path / "short", tok)
+    with pytest.raises(ProbeError, match="accepts at most 64"):
+        phasescope.sweep(f"hf:{tmp_path / 'short'}", step=4, samples=1)
+
+
+def test_dtype_and_an_in_memory_transformers_model(qwen3_dir):
+    from transformers import AutoModelForCausalLM
+
+    half = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1, options=BackendOptions(dtype="bfloat16"))
+    full = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1)
+    assert all(
+        abs(a["logprob_target"] - b["logprob_target"]) < 0.1 for a, b in zip(half.records, full.records, strict=True)
+    )
+    with pytest.raises(InputError, match="--dtype 'float8'"):
+        BackendOptions(dtype="float8")
+    model = AutoModelForCausalLM.from_pretrained(qwen3_dir)
+    tokenizer = load_spec(f"hf:{qwen3_dir}").tokenizer
+    in_memory = phasescope.sweep(model, step=4, samples=1, tokenizer=tokenizer)
+    assert [r["logprob_target"] for r in in_memory.records] == pytest.approx(
+        [r["logprob_target"] for r in full.records], abs=1e-5
+    )
