@@ -295,6 +295,11 @@ def sweep(
     trust_remote_code: bool = typer.Option(
         False, help="hf: run the model directory's own Python code (off unless you trust its author)."
     ),
+    compress: str = typer.Option(
+        "none",
+        help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a): "
+        "what the model would do if its cache were compressed (no retraining).",
+    ),
     kv_gaps: str = typer.Option(
         "0",
         help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1): "
@@ -331,6 +336,7 @@ def sweep(
     args += ["--local", str(local)] if local is not None else []
     args += ["--window", str(window)] if window is not None else []
     args += ["--dtype", dtype, "--device", device] + (["--trust-remote-code"] if trust_remote_code else [])
+    args += ["--compress", compress] if compress != "none" else []
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
 
     args += ["--probe-file", probe_file] if probe_file else []
@@ -356,7 +362,7 @@ def sweep(
         depth=depth,
         kv_gaps=parse_gaps(kv_gaps),
         window=window,
-        options=BackendOptions(dtype=dtype, device=device, trust_remote_code=trust_remote_code),
+        options=BackendOptions(dtype=dtype, device=device, trust_remote_code=trust_remote_code, compress=compress),
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.scored == 0:

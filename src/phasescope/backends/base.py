@@ -39,8 +39,12 @@ class BackendOptions:
     dtype: str = "float32"
     device: str = "cpu"
     trust_remote_code: bool = False
+    compress: str = "none"  # hf: post-hoc compression, e.g. mean:s=4,w=4,L=128 (phasescope.kv.posthoc)
 
     def __post_init__(self) -> None:
+        from phasescope.kv.posthoc import parse_compress
+
+        parse_compress(self.compress)  # refuses a bad scheme before any model loads
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype {self.dtype!r} is invalid; allowed: {' | '.join(DTYPES)}")
         try:

@@ -16,6 +16,7 @@ from safetensors import SafetensorError
 from phasescope.backends.base import Backend, BackendOptions, LoadedModel
 from phasescope.backends.native import fingerprint_files
 from phasescope.errors import InputError
+from phasescope.kv.posthoc import compressed_attention, parse_compress
 from phasescope.runfiles import read_json
 
 
@@ -52,11 +53,15 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
     if not isinstance(geometry, dict):
         raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {geometry!r}")
 
+    scheme = parse_compress(options.compress)
+
     def logits(ids: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
+        with torch.no_grad(), compressed_attention(model, scheme):
             return model(input_ids=ids.to(options.device), use_cache=False).logits.float().cpu()
 
     check_causal(logits, config.vocab_size, f"hf:{path}")
+    if scheme is not None:  # the geometry is the one imposed, whatever the config says
+        geometry = {"step": scheme.step, "window": scheme.window, "align": scheme.align, "local": scheme.local}
 
     tokenizer = None
     if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
@@ -71,12 +76,21 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
         align=geometry.get("align", 0),
         window=geometry.get("window"),
         local=geometry.get("local"),
-        fingerprint=fingerprint_files(weights),
+        fingerprint=fingerprint_files(weights) + _behaviour(options),
         task=meta.get("task"),
-        description=f"hf:{path}",
+        description=f"hf:{path}" + ("" if scheme is None else f" --compress {options.compress}"),
         tokenizer=tokenizer,
         bos_id=getattr(tokenizer, "bos_token_id", None),
         max_len=getattr(config, "max_position_embeddings", None),
+    )
+
+
+def _behaviour(options: BackendOptions) -> str:
+    """What changes the logits besides the weights, so a resume with other options is refused."""
+    return "".join(
+        f"+{name}:{value}"
+        for name, value, default in (("dtype", options.dtype, "float32"), ("compress", options.compress, "none"))
+        if value != default
     )
 
 

@@ -66,6 +66,8 @@ def load_native(path: str | Path, options: BackendOptions | None = None) -> Load
         if not isinstance(task, dict):
             raise InputError(f"{train_cfg} has no task; it was not written by `phasescope train`, or was edited")
     fingerprint = fingerprint_files([path / "model.safetensors"])
+    if options is not None and options.dtype != "float32":
+        fingerprint += f"+dtype:{options.dtype}"
     return from_decoder(model, fingerprint, task, f"phasescope model {path}", options)
 
 
@@ -101,4 +103,6 @@ class NativeBackend(Backend):
                 f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
                 "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
             )
+        if options.compress != "none":
+            raise InputError("--compress is for hf: models; a phasescope model has its own compression scheme")
         return load_native(path, options)
