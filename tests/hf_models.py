@@ -22,7 +22,8 @@ def save(model, directory: Path, tokenizer=None) -> Path:
     return directory
 
 
-def tiny_qwen3(directory: Path, tokenizer=None, vocab_size: int = 64) -> Path:
+def tiny_qwen3(directory: Path, tokenizer=None, vocab_size: int = 64, **config) -> Path:
+    """A one-layer Qwen3 (``config``: other Qwen3Config fields, e.g. max_position_embeddings)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
@@ -34,5 +35,6 @@ def tiny_qwen3(directory: Path, tokenizer=None, vocab_size: int = 64) -> Path:
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=16,
+        **config,
     )
     return save(Qwen3ForCausalLM(cfg), directory, tokenizer)

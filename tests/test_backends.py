@@ -51,24 +51,11 @@ def test_batched_scoring_equals_one_sequence_at_a_time(qwen3_dir):
 
 
 def test_a_prompt_longer_than_the_model_accepts_is_refused_not_truncated(tmp_path):
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from hf_models import tiny_qwen3, word_tokenizer
 
-    from hf_models import save, word_tokenizer
-
-    tok = word_tokenizer()
-    cfg = Qwen3Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=64,
-    )
-    save(Qwen3ForCausalLM(cfg), tmp_path / "short", tok)
+    short = tiny_qwen3(tmp_path / "short", word_tokenizer(), max_position_embeddings=64)
     with pytest.raises(ProbeError, match="accepts at most 64"):
-        phasescope.sweep(f"hf:{tmp_path / 'short'}", step=4, samples=1)
+        phasescope.sweep(f"hf:{short}", step=4, samples=1)
 
 
 def test_dtype_and_an_in_memory_transformers_model(qwen3_dir):
