@@ -295,6 +295,17 @@ def sweep(
     trust_remote_code: bool = typer.Option(
         False, help="hf: run the model directory's own Python code (off unless you trust its author)."
     ),
+    tokenizer: str = typer.Option(
+        None, help="openai: the served model's tokenizer directory (prompts are tokenized here, sent as ids)."
+    ),
+    concurrency: int = typer.Option(8, min=1, help="openai: requests in flight at once."),
+    timeout: float = typer.Option(120.0, min=0.1, help="openai: seconds to wait for one request."),
+    retries: int = typer.Option(
+        4, min=0, help="openai: retries (exponential backoff) after 5xx or dropped connections."
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", help="openai: environment variable holding the API key (never logged or stored)."
+    ),
     compress: str = typer.Option(
         "none",
         help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a): "
@@ -337,6 +348,7 @@ def sweep(
     args += ["--window", str(window)] if window is not None else []
     args += ["--dtype", dtype, "--device", device] + (["--trust-remote-code"] if trust_remote_code else [])
     args += ["--compress", compress] if compress != "none" else []
+    args += ["--tokenizer", tokenizer] if tokenizer else []
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
 
     args += ["--probe-file", probe_file] if probe_file else []
@@ -362,7 +374,17 @@ def sweep(
         depth=depth,
         kv_gaps=parse_gaps(kv_gaps),
         window=window,
-        options=BackendOptions(dtype=dtype, device=device, trust_remote_code=trust_remote_code, compress=compress),
+        options=BackendOptions(
+            dtype=dtype,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            compress=compress,
+            tokenizer=tokenizer,
+            concurrency=concurrency,
+            timeout=timeout,
+            retries=retries,
+            api_key_env=api_key_env,
+        ),
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.scored == 0:

@@ -2,6 +2,7 @@
 
     runs/s4          a phasescope model directory (`phasescope train` output)
     hf:DIR           a local transformers causal LM directory
+    openai:URL#MODEL an OpenAI-compatible completions server (vLLM), with --tokenizer DIR
 
 In Python, ``phasescope.sweep`` also takes a ``Decoder``, a transformers ``PreTrainedModel`` or
 any callable ``input_ids -> logits`` (``phasescope.api.resolve_model``).
@@ -14,9 +15,10 @@ import re
 from phasescope.backends.base import Backend, BackendOptions, LoadedModel
 from phasescope.backends.hf import HFBackend
 from phasescope.backends.native import NativeBackend, from_callable, load_native
+from phasescope.backends.served import ServedBackend
 from phasescope.errors import InputError
 
-BACKENDS: dict[str, Backend] = {b.name: b for b in (HFBackend(), NativeBackend())}
+BACKENDS: dict[str, Backend] = {b.name: b for b in (HFBackend(), ServedBackend(), NativeBackend())}
 
 
 def load_spec(spec: str, options: BackendOptions | None = None) -> LoadedModel:

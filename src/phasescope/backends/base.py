@@ -18,7 +18,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 @dataclass
 class LoadedModel:
-    logits: LogitsFn
+    logits: LogitsFn | None  # None for a served model, which scores whole items (``score``)
     vocab_size: int | None
     step: int | None = None  # compression step the model's config declares (None: not compressed)
     align: int = 0
@@ -30,6 +30,7 @@ class LoadedModel:
     tokenizer: object | None = None  # for probes written in text (HF models)
     bos_id: int | None = None  # prepended by text probes when the model expects it
     max_len: int | None = None  # longest sequence the model accepts (None: unknown)
+    score: Callable | None = None  # items -> results, for backends without local logits (served models)
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,19 @@ class BackendOptions:
     device: str = "cpu"
     trust_remote_code: bool = False
     compress: str = "none"  # hf: post-hoc compression, e.g. mean:s=4,w=4,L=128 (phasescope.kv.posthoc)
+    tokenizer: str | None = None  # openai: the model's tokenizer directory (prompts are sent as ids)
+    concurrency: int = 8  # openai: requests in flight
+    timeout: float = 120.0  # openai: seconds per request
+    retries: int = 4  # openai: retries after a 5xx answer, a dropped connection or unreadable JSON
+    backoff: float = 1.0  # openai: seconds before the first retry, doubled each time
+    api_key_env: str = "OPENAI_API_KEY"  # openai: environment variable holding the key (never stored)
 
     def __post_init__(self) -> None:
         from phasescope.kv.posthoc import parse_compress
 
         parse_compress(self.compress)  # refuses a bad scheme before any model loads
+        if self.concurrency < 1 or self.retries < 0 or not self.timeout > 0 or self.backoff < 0:
+            raise InputError("--concurrency >= 1, --retries >= 0, --timeout > 0 and backoff >= 0 are required")
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype {self.dtype!r} is invalid; allowed: {' | '.join(DTYPES)}")
         try:

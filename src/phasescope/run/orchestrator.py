@@ -190,7 +190,7 @@ def _score_missing(model, items, done, batch_size, out, progress, step, align, w
     scored = 0
     bar = _bar(progress, len(batches), len(batches) - len(todo))
     for batch in todo:
-        results = score_items(model.logits, batch)
+        results = model.score(batch) if model.score is not None else score_items(model.logits, batch)
         fresh = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
         fresh = [r for r in fresh if record_key(r) not in done]
         for r in fresh:

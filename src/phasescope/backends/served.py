@@ -1,0 +1,147 @@
+"""``openai:URL#MODEL``: a model behind an OpenAI-compatible completions server (vLLM first).
+
+Positions are the whole point, so prompts are sent as token ids, tokenized here with the
+model's own tokenizer (``--tokenizer DIR``), and each candidate's log-probs are read from the
+echoed prompt: one request per (item, candidate) with ``prompt = ids + candidate``,
+``echo=true``, ``logprobs=1``, ``return_tokens_as_token_ids=true`` (vLLM). The ids the server
+echoes must equal those sent — a mismatch is an error naming the first differing position.
+A candidate is greedily right when the top-1 token at each of its positions is its token.
+
+Requests run ``concurrency`` at a time, each with a timeout; 5xx answers, dropped connections
+and unreadable JSON are retried with exponential backoff, and the last failure is a clear
+error. Records already scored stay in ``records.jsonl`` (the sweep writes per batch), so
+rerunning resumes. The API key is read from an environment variable and is never logged or
+written to the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel
+from phasescope.errors import InputError
+from phasescope.probes.base import ProbeItem
+
+TOKEN_PREFIX = "token_id:"
+
+
+class ServedModel:
+    def __init__(self, url: str, model: str, options: BackendOptions):
+        import httpx
+
+        self.url, self.model, self.options = url.rstrip("/"), model, options
+        key = os.environ.get(options.api_key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.client = httpx.Client(headers=headers, timeout=options.timeout)
+
+    def score(self, items: list[ProbeItem]) -> list[dict]:
+        """One result per item: correct, logprob_target, logprobs (as ``run.scoring``)."""
+        jobs = [(item, name, tokens) for item in items for name, tokens in item.candidates.items()]
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+            answers = list(pool.map(lambda job: self._candidate(*job), jobs))
+        results = {id(item): {"logprobs": {}, "correct": False} for item in items}
+        for (item, name, _), (logprob, greedy) in zip(jobs, answers, strict=True):
+            result = results[id(item)]
+            result["logprobs"][name] = logprob
+            if name == item.target:
+                result["correct"], result["logprob_target"] = greedy, logprob
+        return [results[id(item)] for item in items]
+
+    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
+        sent = item.input_ids + tokens
+        body = {
+            "model": self.model,
+            "prompt": sent,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "echo": True,
+            "logprobs": 1,
+            "return_tokens_as_token_ids": True,
+        }
+        logprobs = self._post(body)["choices"][0].get("logprobs") or {}
+        echoed, values, tops = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
+        if not echoed or not values or not tops or len(echoed) < len(sent):
+            raise InputError(
+                f"{self.url}: the server returned no log-probs for the prompt (content {item.content_id}, offset "
+                f"{item.offset}); phasescope needs echo + logprobs on /completions (vLLM: --max-logprobs >= 1)"
+            )
+        ids = [_token_id(t) for t in echoed[: len(sent)]]
+        if ids != sent:
+            first = next(i for i, (a, b) in enumerate(zip(ids, sent, strict=True)) if a != b)
+            raise InputError(
+                f"{self.url}: the server read token {ids[first]} at position {first} where {sent[first]} was sent "
+                f"(content {item.content_id}, offset {item.offset}): it re-tokenized the prompt, so positions would "
+                "be wrong; serve the model so that it accepts token ids"
+            )
+        at = range(item.answer_pos, item.answer_pos + len(tokens))
+        logprob = float(sum(values[i] for i in at))
+        greedy = all(_token_id(max(tops[i], key=tops[i].get)) == sent[i] for i in at)
+        return logprob, greedy
+
+    def _post(self, body: dict) -> dict:
+        import httpx
+
+        last = ""
+        for attempt in range(self.options.retries + 1):
+            if attempt:
+                time.sleep(min(self.options.backoff * 2 ** (attempt - 1), 30.0))
+            try:
+                response = self.client.post(f"{self.url}/completions", json=body)
+            except httpx.TransportError as err:
+                last = f"{type(err).__name__}: {err}"
+                continue
+            if response.status_code >= 500:
+                last = f"HTTP {response.status_code}: {response.text[:200]}"
+                continue
+            if response.status_code >= 400:
+                raise InputError(
+                    f"{self.url}: the server refused the request (HTTP {response.status_code}): {response.text[:300]}"
+                )
+            try:
+                return response.json()
+            except ValueError:
+                last = f"unreadable JSON: {response.text[:100]!r}"
+        raise InputError(
+            f"{self.url}: no answer after {self.options.retries + 1} tries (last: {last}); scored records are kept, "
+            "rerun the same command to resume"
+        )
+
+
+def _token_id(token: str) -> int:
+    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
+        raise InputError(
+            f"the server returned token {token!r}, not {TOKEN_PREFIX}N: it ignores return_tokens_as_token_ids"
+        )
+    return int(token[len(TOKEN_PREFIX) :])
+
+
+class ServedBackend(Backend):
+    name = "openai"
+    prefix = "openai:"
+    summary = "an OpenAI-compatible completions server (vLLM), prompts sent as token ids; needs --tokenizer DIR"
+    example = "openai:http://localhost:8000/v1#MODEL"
+
+    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
+        url, _, model = spec[len(self.prefix) :].partition("#")
+        if not url.startswith(("http://", "https://")) or not model:
+            raise InputError(f"model spec {spec!r}: expected openai:http(s)://HOST[:PORT]/v1#MODEL")
+        if not options.tokenizer:
+            raise InputError(f"{spec}: --tokenizer DIR is required (prompts are tokenized here and sent as ids)")
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(options.tokenizer, local_files_only=True)
+        except (OSError, ValueError) as err:
+            raise InputError(f"--tokenizer {options.tokenizer}: cannot load it ({err})") from None
+        served = ServedModel(url, model, options)
+        return LoadedModel(
+            logits=None,
+            score=served.score,
+            vocab_size=len(tokenizer),
+            fingerprint=f"served:{url}#{model}",
+            description=f"openai:{url}#{model}",
+            tokenizer=tokenizer,
+            bos_id=tokenizer.bos_token_id,
+        )

@@ -1,0 +1,94 @@
+"""openai:URL#MODEL against a local fake vLLM: the same records as hf: on the same weights,
+and every fault gives the documented behaviour (retry, then a clear error; ids checked;
+finished records kept; the API key never written)."""
+
+import json
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+import phasescope
+from phasescope.backends import BackendOptions
+from phasescope.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from fake_server import FakeVLLM
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    directory = tiny_qwen3(tmp_path_factory.mktemp("m") / "qwen3", word_tokenizer())
+    server = FakeVLLM(AutoModelForCausalLM.from_pretrained(directory))
+    yield server, directory
+    server.close()
+
+
+def options(directory, **kw):
+    return BackendOptions(tokenizer=str(directory), backoff=0.01, **kw)
+
+
+def test_served_records_equal_hf_records_on_the_same_weights(served, tmp_path, monkeypatch):
+    server, directory = served
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-123")
+    spec = f"openai:{server.url}#tiny"
+    remote = phasescope.sweep(spec, step=4, samples=2, out=tmp_path / "r", options=options(directory))
+    local = phasescope.sweep(f"hf:{directory}", step=4, samples=2)
+    assert len(remote.records) == len(local.records) == 48
+    for a, b in zip(remote.records, local.records, strict=True):
+        assert a["correct"] == b["correct"]
+        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-4)
+    assert server.auth[-1] == "Bearer sk-secret-123"
+    for path in (tmp_path / "r").iterdir():
+        if path.is_file():
+            assert "sk-secret-123" not in path.read_text(errors="ignore")
+    assert phasescope.analyze(tmp_path / "r", n_resamples=100)["n_records"] == 48
+
+
+def test_5xx_and_dropped_connections_are_retried(served):
+    server, directory = served
+    server.faults = ["500", "drop", "garbage", "500"]
+    result = phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, options=options(directory, concurrency=1))
+    assert len(result.records) == 24 and not server.faults
+
+
+def test_the_last_failure_is_a_clear_error_and_finished_records_stay(served, tmp_path):
+    server, directory = served
+    spec = f"openai:{server.url}#tiny"
+    first = phasescope.sweep(spec, step=4, samples=1, out=tmp_path / "r", batch_size=4, options=options(directory))
+    lines = (tmp_path / "r" / "records.jsonl").read_text().splitlines()
+    (tmp_path / "r" / "records.jsonl").write_text("\n".join(lines[:8]) + "\n")  # as if it had stopped
+    server.faults = ["500"] * 10
+    with pytest.raises(InputError, match="no answer after 3 tries"):
+        phasescope.sweep(
+            spec,
+            step=4,
+            samples=1,
+            out=tmp_path / "r",
+            batch_size=4,
+            options=options(directory, retries=2, concurrency=1),
+        )
+    server.faults = []
+    kept = (tmp_path / "r" / "records.jsonl").read_text().splitlines()
+    assert kept[:8] == lines[:8] and all(json.loads(line) for line in kept)
+    again = phasescope.sweep(spec, step=4, samples=1, out=tmp_path / "r", batch_size=4, options=options(directory))
+    assert again.scored == len(first.records) - len(kept)
+
+
+@pytest.mark.parametrize(
+    "fault, phrase",
+    [("no-logprobs", "no log-probs"), ("reorder", "at position 5 where")],
+)
+def test_missing_logprobs_and_changed_ids_are_refused(served, fault, phrase):
+    server, directory = served
+    server.faults = [fault]
+    with pytest.raises(InputError, match=phrase):
+        phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, options=options(directory, concurrency=1))
+    server.faults = []
+
+
+def test_bad_served_specs_are_refused(served):
+    server, directory = served
+    with pytest.raises(InputError, match="--tokenizer DIR is required"):
+        phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1)
+    with pytest.raises(InputError, match="expected openai:"):
+        phasescope.sweep("openai:localhost:8000", step=4, samples=1, options=options(directory))
