@@ -92,3 +92,15 @@ def test_bad_served_specs_are_refused(served):
         phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1)
     with pytest.raises(InputError, match="expected openai:"):
         phasescope.sweep("openai:localhost:8000", step=4, samples=1, options=options(directory))
+
+
+def test_dry_run_counts_requests_and_tokens_and_writes_nothing(served, tmp_path):
+    server, directory = served
+    before = server.requests
+    result = phasescope.sweep(
+        f"openai:{server.url}#tiny", step=4, samples=2, out=tmp_path / "r", options=options(directory), dry_run=True
+    )
+    plan = result.plan
+    assert plan["records"] == 48 and plan["requests"] == 48 * 4  # one request per candidate (right + 3 distractors)
+    assert plan["prompt_tokens"] > 48 * plan["longest_sequence"] // 2
+    assert server.requests == before and not (tmp_path / "r").exists()

@@ -95,6 +95,7 @@ def sweep(
     kv_gaps=(0,),
     window: int | None = None,
     options: BackendOptions | None = None,
+    dry_run: bool = False,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -105,7 +106,8 @@ def sweep(
     sits in the haystack (0 earliest, 1 latest). ``kv_gaps``: render each content with these
     numbers of tokens between key and value (e.g. (0, 1)) for the same-window analysis.
     ``window``: the compression window, for models whose config does not declare one;
-    ``options``: dtype, device, trust_remote_code for the backend.
+    ``options``: dtype, device, trust_remote_code for the backend. ``dry_run``: build and check
+    every item, return ``plan`` (records, passes or requests, tokens); nothing is scored or written.
     """
     loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
@@ -149,6 +151,7 @@ def sweep(
         out=Path(out) if out is not None else None,
         progress=progress,
         command=command,
+        dry_run=dry_run,
     )
 
 

@@ -317,6 +317,9 @@ def sweep(
         "separates same-window from split-window at equal value phase.",
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    dry_run: bool = typer.Option(
+        False, help="Build and check every item, print what scoring would cost (passes/requests, tokens); no scoring."
+    ),
 ) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     import shlex
@@ -385,8 +388,12 @@ def sweep(
             retries=retries,
             api_key_env=api_key_env,
         ),
+        dry_run=dry_run,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
+    if result.plan is not None:
+        console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in result.plan.items()))
+        return
     if result.scored == 0:
         console.print(f"{out}: already complete ({len(result.records)} records); nothing to score")
     else:

@@ -29,6 +29,7 @@ class SweepResult:
     run_dir: Path | None
     records: list[dict]
     scored: int  # records scored by this call (0: the run was already complete)
+    plan: dict | None = None  # with dry_run: what the sweep would cost, nothing scored or written
 
 
 def same_window(key_first: int, value_last: int, step: int, window: int, align: int) -> bool:
@@ -157,10 +158,13 @@ def run_sweep(
     out: Path | None = None,
     progress: bool = False,
     command: str | None = None,
+    dry_run: bool = False,
 ) -> SweepResult:
     items = probe.items(offsets, samples, np.random.default_rng(seed))
     check_sweep_inputs(items, offsets, step, model.vocab_size, align, model.max_len)
     check_needle_placement(items, local, window or step)
+    if dry_run:
+        return SweepResult(None, [], 0, plan_of(items, model, batch_size))
     spec = {
         "probe": probe.spec(),
         "offsets": offsets,
@@ -180,6 +184,24 @@ def run_sweep(
         scored = _score_missing(model, items, done, batch_size, out, progress, step, align, window or step)
     records = sorted(done.values(), key=record_key)
     return SweepResult(out, records, scored)
+
+
+def plan_of(items: list[ProbeItem], model: LoadedModel, batch_size: int) -> dict:
+    """What scoring these items costs: records, forward passes or server requests, tokens."""
+    single = all(len(c) == 1 for it in items for c in it.candidates.values())
+    sequences = [
+        len(it.input_ids) + (0 if single and model.score is None else len(c))
+        for it in items
+        for c in ([[]] if single and model.score is None else it.candidates.values())
+    ]
+    served = model.score is not None
+    return {
+        "records": len(items),
+        "sequences": len(sequences),
+        "requests" if served else "forward_passes": len(sequences) if served else -(-len(sequences) // batch_size),
+        "prompt_tokens": int(sum(sequences)),
+        "longest_sequence": max(sequences),
+    }
 
 
 def _score_missing(model, items, done, batch_size, out, progress, step, align, window) -> int:
