@@ -74,3 +74,23 @@ def test_dtype_and_an_in_memory_transformers_model(qwen3_dir):
     assert [r["logprob_target"] for r in in_memory.records] == pytest.approx(
         [r["logprob_target"] for r in full.records], abs=1e-5
     )
+
+
+def test_chat_template_only_when_asked_and_its_tokens_count_in_every_position(tmp_path):
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    tok = word_tokenizer()
+    tok.chat_template = (
+        "{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}"
+        "{% if add_generation_prompt %}<bot>{% endif %}"
+    )
+    model = tiny_qwen3(tmp_path / "m", tok)
+    plain = phasescope.sweep(f"hf:{model}", step=4, samples=1).records
+    chat = phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True).records
+    prefix = len(tok.encode("<user>", add_special_tokens=False))
+    bos = 1  # the plain prompt starts with the tokenizer's BOS; the template replaces it
+    for a, b in zip(plain, chat, strict=True):
+        assert b["anchor_pos"] == a["anchor_pos"] - bos + prefix and b["key_pos"] == a["key_pos"] - bos + prefix
+        assert b["phase"] == (b["anchor_pos"] - b["align"]) % 4
+    with pytest.raises(ProbeError, match="no chat template"):
+        phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True, tokenizer=word_tokenizer())

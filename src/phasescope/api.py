@@ -12,6 +12,7 @@ from phasescope.data.retrieval import RetrievalTask
 from phasescope.errors import InputError
 from phasescope.model.decoder import Decoder
 from phasescope.probes import PROBES, KVRetrievalProbe, KVRetrievalSpec, PaddingCompletionProbe, ProbeError
+from phasescope.probes.chat import ChatTemplated
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 from phasescope.probes.padding_completion import CompletionSpec
 from phasescope.recordfile import read_records
@@ -51,12 +52,25 @@ def build_probe(
     min_gap: int = 0,
     depth: float = 0.5,
     kv_gaps: tuple[int, ...] = (0,),
+    chat_template: bool = False,
 ):
     """``min_gap``: tokens the needle must end before the question (raw window + one window)."""
+    probe = _text_or_native_probe(
+        name, loaded, design, task, tokenizer, completion, min_gap, depth, kv_gaps, chat_template
+    )
+    if not chat_template:
+        return probe
+    if isinstance(probe, KVRetrievalProbe):
+        raise ProbeError("--chat-template needs a probe written in text (a model with a tokenizer)")
+    return ChatTemplated(probe, tokenizer or loaded.tokenizer)
+
+
+def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, min_gap, depth, kv_gaps, chat_template):
     if name not in PROBES:
         raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
     tokenizer = tokenizer or loaded.tokenizer
     bos_id = loaded.bos_id if loaded.bos_id is not None else getattr(tokenizer, "bos_token_id", None)
+    bos_id = None if chat_template else bos_id  # the template brings its own start
     if name == "kv-retrieval":
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
         if task is not None:
@@ -96,6 +110,7 @@ def sweep(
     window: int | None = None,
     options: BackendOptions | None = None,
     dry_run: bool = False,
+    chat_template: bool = False,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -108,6 +123,8 @@ def sweep(
     ``window``: the compression window, for models whose config does not declare one;
     ``options``: dtype, device, trust_remote_code for the backend. ``dry_run``: build and check
     every item, return ``plan`` (records, passes or requests, tokens); nothing is scored or written.
+    ``chat_template``: wrap text prompts in the tokenizer's chat template (its tokens count in
+    every position).
     """
     loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
@@ -136,6 +153,7 @@ def sweep(
         min_gap=0 if local is None else local + window,
         depth=depth,
         kv_gaps=tuple(kv_gaps),
+        chat_template=chat_template,
     )
     return run_sweep(
         loaded,

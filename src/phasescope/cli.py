@@ -317,6 +317,9 @@ def sweep(
         "separates same-window from split-window at equal value phase.",
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    chat_template: bool = typer.Option(
+        False, help="Wrap text prompts in the tokenizer's chat template (its tokens count in every position)."
+    ),
     dry_run: bool = typer.Option(
         False, help="Build and check every item, print what scoring would cost (passes/requests, tokens); no scoring."
     ),
@@ -352,6 +355,7 @@ def sweep(
     args += ["--dtype", dtype, "--device", device] + (["--trust-remote-code"] if trust_remote_code else [])
     args += ["--compress", compress] if compress != "none" else []
     args += ["--tokenizer", tokenizer] if tokenizer else []
+    args += ["--chat-template"] if chat_template else []
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
 
     args += ["--probe-file", probe_file] if probe_file else []
@@ -389,6 +393,7 @@ def sweep(
             api_key_env=api_key_env,
         ),
         dry_run=dry_run,
+        chat_template=chat_template,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.plan is not None:
