@@ -410,7 +410,8 @@ def analyze(
     run_dir: str = typer.Argument(..., help="Run directory holding records.jsonl."),
     resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples and permutations."),
 ) -> None:
-    """Per-phase accuracy with CIs, gap with CI and p-value, detected period -> metrics.json."""
+    """Per-phase accuracy (raw and drift-adjusted), gap with interval and p-value, period, flip rate,
+    same-window contrast -> metrics.json (statistics from records.jsonl alone)."""
     from phasescope.api import analyze as run
 
     metrics = run(run_dir, n_resamples=resamples)
