@@ -37,6 +37,7 @@ bench: venv
 	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json
 	$(BIN)/python benchmarks/training.py --json docs/training_benchmark.json
 	$(BIN)/python benchmarks/sweep_overhead.py
+	$(BIN)/python benchmarks/sweep_prefix.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -111,6 +111,7 @@ def sweep(
     options: BackendOptions | None = None,
     dry_run: bool = False,
     chat_template: bool = False,
+    prefix_reuse: bool = True,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -124,7 +125,7 @@ def sweep(
     ``options``: dtype, device, trust_remote_code for the backend. ``dry_run``: build and check
     every item, return ``plan`` (records, passes or requests, tokens); nothing is scored or written.
     ``chat_template``: wrap text prompts in the tokenizer's chat template (its tokens count in
-    every position).
+    every position). ``prefix_reuse``: read the prefix a content's offsets share once (run.prefix).
     """
     loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
@@ -170,6 +171,7 @@ def sweep(
         progress=progress,
         command=command,
         dry_run=dry_run,
+        prefix_reuse=prefix_reuse,
     )
 
 

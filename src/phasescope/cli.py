@@ -317,6 +317,9 @@ def sweep(
         "separates same-window from split-window at equal value phase.",
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    prefix_reuse: bool = typer.Option(
+        True, help="Read the prefix a content's offsets share once and continue each offset from its cache."
+    ),
     chat_template: bool = typer.Option(
         False, help="Wrap text prompts in the tokenizer's chat template (its tokens count in every position)."
     ),
@@ -394,6 +397,7 @@ def sweep(
         ),
         dry_run=dry_run,
         chat_template=chat_template,
+        prefix_reuse=prefix_reuse,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.plan is not None:

@@ -31,6 +31,7 @@ class LoadedModel:
     bos_id: int | None = None  # prepended by text probes when the model expects it
     max_len: int | None = None  # longest sequence the model accepts (None: unknown)
     score: Callable | None = None  # items -> results, for backends without local logits (served models)
+    prefix_session: object | None = None  # prefill(ids) -> state; extend(state, ids, start) -> logits (run.prefix)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ window L); the retrieval task, when the model was trained by phasescope, from
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import torch
@@ -60,6 +61,9 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
             return model(input_ids=ids.to(options.device), use_cache=False).logits.float().cpu()
 
     check_causal(logits, config.vocab_size, f"hf:{path}")
+    # a plain transformers cache continues exactly; compressor caches (DeepSeek-V4) and post-hoc
+    # compression (no cache) are scored whole
+    session = HFSession(model, options.device) if scheme is None and not _geometry_from_config(config) else None
     if scheme is not None:  # the geometry is the one imposed, whatever the config says
         geometry = {"step": scheme.step, "window": scheme.window, "align": scheme.align, "local": scheme.local}
 
@@ -82,7 +86,24 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
         tokenizer=tokenizer,
         bos_id=getattr(tokenizer, "bos_token_id", None),
         max_len=getattr(config, "max_position_embeddings", None),
+        prefix_session=session,
     )
+
+
+class HFSession:
+    """Prefix reuse (run.prefix) for a transformers model with a plain KV cache."""
+
+    def __init__(self, model, device: str):
+        self.model, self.device = model, device
+
+    def prefill(self, ids: torch.Tensor):
+        with torch.no_grad():
+            return self.model(input_ids=ids.to(self.device), use_cache=True).cache
+
+    def extend(self, cache, ids: torch.Tensor, start: int) -> torch.Tensor:
+        with torch.no_grad():
+            out = self.model(input_ids=ids.to(self.device), cache=copy.deepcopy(cache), use_cache=True)
+        return out.logits.float().cpu()
 
 
 def _behaviour(options: BackendOptions) -> str:

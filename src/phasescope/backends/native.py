@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 
 from phasescope.backends.base import Backend, BackendOptions, LoadedModel
 from phasescope.errors import InputError
+from phasescope.kv.cache import KVCache
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
 from phasescope.runfiles import read_json
@@ -45,6 +47,7 @@ def from_decoder(
 
     return LoadedModel(
         logits=logits,
+        prefix_session=DecoderSession(model, options.device),
         vocab_size=model.cfg.vocab_size,
         step=geometry.step if geometry else None,
         align=geometry.align if geometry else 0,
@@ -54,6 +57,23 @@ def from_decoder(
         task=task,
         description=description,
     )
+
+
+class DecoderSession:
+    """Prefix reuse (run.prefix) for phasescope's decoder: its cache continues exactly from any position."""
+
+    def __init__(self, model: Decoder, device: str):
+        self.model, self.device = model, device
+
+    def prefill(self, ids: torch.Tensor) -> KVCache:
+        cache = self.model.new_cache()
+        with torch.no_grad():
+            self.model(ids.to(self.device), 0, cache)
+        return cache
+
+    def extend(self, cache: KVCache, ids: torch.Tensor, start: int) -> torch.Tensor:
+        with torch.no_grad():
+            return self.model(ids.to(self.device), start, copy.deepcopy(cache)).cpu()
 
 
 def load_native(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:

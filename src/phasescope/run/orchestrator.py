@@ -20,7 +20,8 @@ import numpy as np
 from phasescope.backends.base import LoadedModel
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement
 from phasescope.recordfile import read_records, record_key
-from phasescope.run.scoring import score_items
+from phasescope.run.prefix import score_group
+from phasescope.run.scoring import score_items, single_token
 from phasescope.runfiles import atomic_write_text, differing_keys, read_json
 
 
@@ -159,6 +160,7 @@ def run_sweep(
     progress: bool = False,
     command: str | None = None,
     dry_run: bool = False,
+    prefix_reuse: bool = True,
 ) -> SweepResult:
     items = probe.items(offsets, samples, np.random.default_rng(seed))
     check_sweep_inputs(items, offsets, step, model.vocab_size, align, model.max_len)
@@ -181,7 +183,8 @@ def run_sweep(
         done = {}
         if out is not None:
             done = _open_run_dir(out, spec, model, items, lambda: {**manifest(model, seed), "command": command})
-        scored = _score_missing(model, items, done, batch_size, out, progress, step, align, window or step)
+        reuse = prefix_reuse and model.prefix_session is not None and single_token(items)
+        scored = _score_missing(model, items, done, batch_size, out, progress, step, align, window or step, reuse)
     records = sorted(done.values(), key=record_key)
     return SweepResult(out, records, scored)
 
@@ -204,15 +207,17 @@ def plan_of(items: list[ProbeItem], model: LoadedModel, batch_size: int) -> dict
     }
 
 
-def _score_missing(model, items, done, batch_size, out, progress, step, align, window) -> int:
-    """Score the batches with missing records, appending each batch to records.jsonl."""
-    items.sort(key=lambda it: (it.offset, it.variant, it.content_id))
-    batches = _batches(items, batch_size)
+def _score_missing(model, items, done, batch_size, out, progress, step, align, window, reuse=False) -> int:
+    """Score the batches with missing records, appending each batch to records.jsonl. With
+    ``reuse`` a batch is a group of contents at every offset, scored from one shared prefix."""
+    batches = _content_groups(items, batch_size) if reuse else _batches(_sorted(items), batch_size)
     todo = [b for b in batches if any(item_key(it) not in done for it in b)]
     scored = 0
     bar = _bar(progress, len(batches), len(batches) - len(todo))
     for batch in todo:
-        results = model.score(batch) if model.score is not None else score_items(model.logits, batch)
+        results = score_group(model.prefix_session, batch, step, align) if reuse else None
+        if results is None:
+            results = _score_plain(model, batch, batch_size)
         fresh = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
         fresh = [r for r in fresh if record_key(r) not in done]
         for r in fresh:
@@ -260,6 +265,33 @@ class RunLock:
 
 def item_key(item: ProbeItem) -> tuple:
     return (item.content_id, item.offset, item.variant)
+
+
+def _score_plain(model, items: list[ProbeItem], batch_size: int) -> list[dict]:
+    if model.score is not None:
+        return model.score(items)
+    ordered = _sorted(items)
+    results = [r for batch in _batches(ordered, batch_size) for r in score_items(model.logits, batch)]
+    by_key = {item_key(it): r for it, r in zip(ordered, results, strict=True)}
+    return [by_key[item_key(it)] for it in items]
+
+
+def _sorted(items: list[ProbeItem]) -> list[ProbeItem]:
+    return sorted(items, key=lambda it: (it.offset, it.variant, it.content_id))
+
+
+def _content_groups(items: list[ProbeItem], group_size: int) -> list[list[ProbeItem]]:
+    """Groups of ``group_size`` contents (one variant), each with all its offsets."""
+    groups: list[list[ProbeItem]] = []
+    for variant in sorted({it.variant for it in items}):
+        mine = [it for it in items if it.variant == variant]
+        contents = sorted({it.content_id for it in mine}, key=lambda c: (type(c).__name__, c))
+        for start in range(0, len(contents), group_size):
+            chosen = set(contents[start : start + group_size])
+            groups.append(
+                sorted((it for it in mine if it.content_id in chosen), key=lambda it: (it.offset, it.content_id))
+            )
+    return groups
 
 
 def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:

@@ -35,16 +35,9 @@ def _forward(logits_fn, sequences: list[list[int]], items: list[ProbeItem]) -> t
 
 def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
     """One result per item: correct, logprob_target, logprobs {candidate: log-prob}."""
-    single_token = all(len(c) == 1 for item in items for c in item.candidates.values())
-    if single_token:  # every candidate is read from the distribution after the prompt
+    if single_token(items):  # every candidate is read from the distribution after the prompt
         logp = _forward(logits_fn, [item.input_ids for item in items], items)
-        results = []
-        for i, item in enumerate(items):
-            dist = logp[i, item.answer_pos - 1]
-            scores = {name: float(dist[tokens[0]]) for name, tokens in item.candidates.items()}
-            right = item.candidates[item.target][0]
-            results.append(_result(item, scores, bool(int(dist.argmax()) == right)))
-        return results
+        return results_from_next_token(items, [logp[i, item.answer_pos - 1] for i, item in enumerate(items)])
     sequences, owners = [], []
     for i, item in enumerate(items):
         for name, tokens in item.candidates.items():
@@ -61,6 +54,20 @@ def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
         if name == item.target:  # greedy decoding reproduces the answer iff every argmax matches
             correct[i] = bool((logp[row, at].argmax(-1) == wanted).all())
     return [_result(item, scores[i], correct[i]) for i, item in enumerate(items)]
+
+
+def single_token(items: list[ProbeItem]) -> bool:
+    return all(len(c) == 1 for item in items for c in item.candidates.values())
+
+
+def results_from_next_token(items: list[ProbeItem], dists: list[torch.Tensor]) -> list[dict]:
+    """Results of single-token candidates from each item's next-token log-probs [V]."""
+    results = []
+    for item, dist in zip(items, dists, strict=True):
+        scores = {name: float(dist[tokens[0]]) for name, tokens in item.candidates.items()}
+        right = item.candidates[item.target][0]
+        results.append(_result(item, scores, bool(int(dist.argmax()) == right)))
+    return results
 
 
 def _result(item: ProbeItem, scores: dict, correct: bool) -> dict:
