@@ -13,6 +13,7 @@ class FakeVLLM:
     def __init__(self, model):
         self.model = model.eval()
         self.faults: list[str] = []  # consumed one per request: "500", "drop", "garbage", "no-logprobs", "reorder"
+        self.token_ids_supported = True  # vLLM's logprob_token_ids; False: ignored, as by older servers
         self.requests = 0
         self.auth: list[str | None] = []
         self.lock = threading.Lock()
@@ -58,6 +59,11 @@ class FakeVLLM:
             {f"token_id:{int(logp[i - 1].argmax())}": float(logp[i - 1].max())} for i in range(1, len(ids))
         ]
         tokens = [f"token_id:{t}" for t in ids]
+        generated = int(logp[-1].argmax())  # the one greedy token (max_tokens=1) after the prompt
+        wanted = body.get("logprob_token_ids") if self.token_ids_supported else None
+        top = {f"token_id:{t}": float(logp[-1, t]) for t in (wanted or [])}
+        top[f"token_id:{generated}"] = float(logp[-1].max())
+        tokens, values, tops = tokens + [f"token_id:{generated}"], values + [float(logp[-1].max())], tops + [top]
         if fault == "reorder":
             tokens[5] = f"token_id:{ids[5] + 1}"
         logprobs = (

@@ -104,3 +104,20 @@ def test_dry_run_counts_requests_and_tokens_and_writes_nothing(served, tmp_path)
     assert plan["records"] == 48 and plan["requests"] == 48 * 4  # one request per candidate (right + 3 distractors)
     assert plan["prompt_tokens"] > 48 * plan["longest_sequence"] // 2
     assert server.requests == before and not (tmp_path / "r").exists()
+
+
+def test_one_request_per_item_with_logprob_token_ids_and_a_fallback_without(served):
+    server, directory = served
+    spec = f"openai:{server.url}#tiny"
+    before = server.requests
+    fast = phasescope.sweep(spec, step=4, samples=1, options=options(directory)).records
+    assert server.requests - before == 24  # one per item
+    server.token_ids_supported = False
+    try:
+        before = server.requests
+        slow = phasescope.sweep(spec, step=4, samples=1, options=options(directory)).records
+        assert server.requests - before == 1 + 24 * 4  # the first batch (one item) tried it, then per candidate
+    finally:
+        server.token_ids_supported = True
+    for a, b in zip(fast, slow, strict=True):
+        assert a["correct"] == b["correct"] and a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-5)

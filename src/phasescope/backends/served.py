@@ -3,7 +3,10 @@
 Positions are the whole point, so prompts are sent as token ids, tokenized here with the
 model's own tokenizer (``--tokenizer DIR``), and each candidate's log-probs are read from the
 echoed prompt: one request per (item, candidate) with ``prompt = ids + candidate``,
-``echo=true``, ``logprobs=1``, ``return_tokens_as_token_ids=true`` (vLLM). The ids the server
+``echo=true``, ``logprobs=1``, ``return_tokens_as_token_ids=true`` (vLLM). When every
+candidate is one token and the server supports vLLM's ``logprob_token_ids``, one request per
+item returns all candidates' log-probs at the generated position (checked on the first
+batch; a server without it gets the per-candidate requests). The ids the server
 echoes must equal those sent — a mismatch is an error naming the first differing position.
 A candidate is greedily right when the top-1 token at each of its positions is its token.
 
@@ -27,6 +30,10 @@ from phasescope.probes.base import ProbeItem
 TOKEN_PREFIX = "token_id:"
 
 
+class FastPathUnavailable(Exception):
+    """The server ignores ``logprob_token_ids``: fall back to one request per candidate."""
+
+
 class ServedModel:
     def __init__(self, url: str, model: str, options: BackendOptions):
         import httpx
@@ -35,9 +42,20 @@ class ServedModel:
         key = os.environ.get(options.api_key_env, "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(headers=headers, timeout=options.timeout)
+        self.fast: bool | None = None  # logprob_token_ids: None untried, True works, False unsupported
 
     def score(self, items: list[ProbeItem]) -> list[dict]:
         """One result per item: correct, logprob_target, logprobs (as ``run.scoring``)."""
+        if self.fast is not False and all(len(c) == 1 for it in items for c in it.candidates.values()):
+            try:
+                with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+                    results = list(pool.map(self._item_fast, items))
+                self.fast = True
+                return results
+            except FastPathUnavailable:
+                if self.fast:  # it worked before: the server changed its answers, not a missing feature
+                    raise InputError(f"{self.url}: the server stopped returning logprob_token_ids") from None
+                self.fast = False  # this server does not support it: one request per candidate
         jobs = [(item, name, tokens) for item in items for name, tokens in item.candidates.items()]
         with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
             answers = list(pool.map(lambda job: self._candidate(*job), jobs))
@@ -49,18 +67,34 @@ class ServedModel:
                 result["correct"], result["logprob_target"] = greedy, logprob
         return [results[id(item)] for item in items]
 
-    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
-        sent = item.input_ids + tokens
-        body = {
+    def _item_fast(self, item: ProbeItem) -> dict:
+        """Single-token candidates in one request: vLLM's ``logprob_token_ids`` returns their
+        log-probs at the generated position; greedy decoding's token is the argmax."""
+        sent = item.input_ids
+        wanted = sorted({tokens[0] for tokens in item.candidates.values()})
+        body = self._body(sent) | {"logprob_token_ids": wanted}
+        logprobs = self._post(body)["choices"][0].get("logprobs") or {}
+        echoed, tops = self._checked(logprobs, sent, item)
+        top = tops[len(sent)] if len(tops) > len(sent) else None
+        if not top or any(f"{TOKEN_PREFIX}{t}" not in top for t in wanted) or len(echoed) <= len(sent):
+            raise FastPathUnavailable
+        scores = {name: float(top[f"{TOKEN_PREFIX}{tokens[0]}"]) for name, tokens in item.candidates.items()}
+        greedy = _token_id(echoed[len(sent)]) == item.candidates[item.target][0]
+        return {"correct": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+
+    def _body(self, prompt: list[int]) -> dict:
+        return {
             "model": self.model,
-            "prompt": sent,
+            "prompt": prompt,
             "max_tokens": 1,
             "temperature": 0.0,
             "echo": True,
             "logprobs": 1,
             "return_tokens_as_token_ids": True,
         }
-        logprobs = self._post(body)["choices"][0].get("logprobs") or {}
+
+    def _checked(self, logprobs: dict, sent: list[int], item: ProbeItem) -> tuple[list, list]:
+        """Echoed tokens and top log-probs, after checking the server read exactly ``sent``."""
         echoed, values, tops = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
         if not echoed or not values or not tops or len(echoed) < len(sent):
             raise InputError(
@@ -75,6 +109,13 @@ class ServedModel:
                 f"(content {item.content_id}, offset {item.offset}): it re-tokenized the prompt, so positions would "
                 "be wrong; serve the model so that it accepts token ids"
             )
+        return echoed, tops
+
+    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
+        sent = item.input_ids + tokens
+        logprobs = self._post(self._body(sent))["choices"][0].get("logprobs") or {}
+        _, tops = self._checked(logprobs, sent, item)
+        values = logprobs["token_logprobs"]
         at = range(item.answer_pos, item.answer_pos + len(tokens))
         logprob = float(sum(values[i] for i in at))
         greedy = all(_token_id(max(tops[i], key=tops[i].get)) == sent[i] for i in at)
