@@ -101,7 +101,8 @@ def test_dry_run_counts_requests_and_tokens_and_writes_nothing(served, tmp_path)
         f"openai:{server.url}#tiny", step=4, samples=2, out=tmp_path / "r", options=options(directory), dry_run=True
     )
     plan = result.plan
-    assert plan["records"] == 48 and plan["requests"] == 48 * 4  # one request per candidate (right + 3 distractors)
+    assert plan["records"] == plan["requests"] == 48  # one request per item with logprob_token_ids
+    assert plan["requests_without_logprob_token_ids"] == 48 * 4  # right + 3 distractors
     assert plan["prompt_tokens"] > 48 * plan["longest_sequence"] // 2
     assert server.requests == before and not (tmp_path / "r").exists()
 

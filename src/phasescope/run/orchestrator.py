@@ -191,20 +191,16 @@ def run_sweep(
 
 def plan_of(items: list[ProbeItem], model: LoadedModel, batch_size: int) -> dict:
     """What scoring these items costs: records, forward passes or server requests, tokens."""
-    single = all(len(c) == 1 for it in items for c in it.candidates.values())
-    sequences = [
-        len(it.input_ids) + (0 if single and model.score is None else len(c))
-        for it in items
-        for c in ([[]] if single and model.score is None else it.candidates.values())
-    ]
-    served = model.score is not None
-    return {
-        "records": len(items),
-        "sequences": len(sequences),
-        "requests" if served else "forward_passes": len(sequences) if served else -(-len(sequences) // batch_size),
-        "prompt_tokens": int(sum(sequences)),
-        "longest_sequence": max(sequences),
-    }
+    single = single_token(items)
+    per_candidate = [len(it.input_ids) + len(c) for it in items for c in it.candidates.values()]
+    sequences = [len(it.input_ids) for it in items] if single else per_candidate
+    plan = {"records": len(items)}
+    if model.score is not None:  # served: one request per item with logprob_token_ids, else per candidate
+        plan["requests"] = len(items) if single else len(per_candidate)
+        plan["requests_without_logprob_token_ids"] = len(per_candidate)
+    else:
+        plan["forward_passes"] = -(-len(sequences) // batch_size)
+    return plan | {"prompt_tokens": int(sum(sequences)), "longest_sequence": max(sequences)}
 
 
 def _score_missing(model, items, done, batch_size, out, progress, step, align, window, reuse=False) -> int:
