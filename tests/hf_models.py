@@ -23,18 +23,14 @@ def save(model, directory: Path, tokenizer=None) -> Path:
 
 
 def tiny_qwen3(directory: Path, tokenizer=None, vocab_size: int = 64, **config) -> Path:
-    """A one-layer Qwen3 (``config``: other Qwen3Config fields, e.g. max_position_embeddings)."""
+    """A one-layer Qwen3 (``config``: Qwen3Config fields replacing the tiny defaults)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
+    sizes = dict(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1
+    )
     cfg = Qwen3Config(
-        vocab_size=len(tokenizer) if tokenizer is not None else vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        **config,
+        vocab_size=len(tokenizer) if tokenizer is not None else vocab_size, **(sizes | {"head_dim": 16} | config)
     )
     return save(Qwen3ForCausalLM(cfg), directory, tokenizer)

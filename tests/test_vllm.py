@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import torch
 
 import phasescope
 from phasescope.backends import BackendOptions
@@ -38,23 +37,10 @@ def free_port() -> int:
 
 def tiny_model(directory: Path) -> Path:
     """head_dim 64: vLLM's CPU attention kernels do not take 16."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from hf_models import tiny_qwen3, word_tokenizer
 
-    from hf_models import save, word_tokenizer
-
-    tok = word_tokenizer()
-    torch.manual_seed(0)
-    cfg = Qwen3Config(
-        vocab_size=len(tok),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=64,
-        max_position_embeddings=1024,
-    )
-    return save(Qwen3ForCausalLM(cfg), directory, tok)
+    sizes = dict(hidden_size=128, intermediate_size=256, head_dim=64, max_position_embeddings=1024)
+    return tiny_qwen3(directory, word_tokenizer(), **sizes)
 
 
 @pytest.fixture(scope="module")
