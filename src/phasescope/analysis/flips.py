@@ -48,7 +48,7 @@ def _disagreement(acc: np.ndarray, observed: np.ndarray, lag: int) -> tuple[np.n
     return p.sum(1), both.sum(1).astype(float)
 
 
-def phase_flips(r: RecordArrays, rng: np.random.Generator | None = None, level: float = 0.95) -> dict | None:
+def phase_flips(r: RecordArrays, level: float = 0.95) -> dict | None:
     """Flip rate with a t interval over contents (each content contributes its own flip rate,
     contents are independent draws)."""
     acc, n, offsets = _grid(r)

@@ -72,8 +72,15 @@ def per_phase(r: RecordArrays, fx: PhaseEffects) -> list[dict]:
     return rows
 
 
-def period_of(r: RecordArrays, rng: np.random.Generator, n_resamples: int, degree: int) -> dict:
-    phase_by_offset = r.phase_by_offset()
+def period_of(
+    offsets: np.ndarray,
+    accuracy: np.ndarray,
+    phase_by_offset: list,
+    rng: np.random.Generator,
+    n_resamples: int,
+    degree: int,
+) -> dict:
+    """Period over offsets [D] of accuracy [D], when every offset holds one phase."""
     if any(p is None for p in phase_by_offset):
         return {
             "detected": None,
@@ -82,7 +89,6 @@ def period_of(r: RecordArrays, rng: np.random.Generator, n_resamples: int, degre
             "note": "records at one offset have different phases (the probe does not align every content's anchor); "
             "period detection needs one phase per offset",
         }
-    offsets, accuracy = r.offset_means()
     return detect_period(offsets, accuracy, rng, n_resamples, max_degree=degree)
 
 
@@ -116,6 +122,7 @@ def analyze_arrays(
     phases = per_phase(r, fx)
     raw = [row["accuracy"] for row in phases if row["accuracy"] is not None]
     offsets, by_offset = r.offset_means()
+    phase_by_offset = r.phase_by_offset()
     return {
         "step": r.step,
         "n_records": int(len(r.correct)),
@@ -131,9 +138,9 @@ def analyze_arrays(
         "homogeneity_p_value": fx.homogeneity_p,
         "gap_raw_pp": 100 * (max(raw) - min(raw)) if len(raw) >= 2 else None,
         "inference_note": _join(fx.note, _ceiling_note(r)),
-        "period": period_of(r, rng, n_resamples, trend_degree),
+        "period": period_of(offsets, by_offset, phase_by_offset, rng, n_resamples, trend_degree),
         "accuracy_by_offset": [float(x) for x in by_offset],
-        "phase_by_offset": r.phase_by_offset(),
+        "phase_by_offset": phase_by_offset,
         "windows": window_contrast(r, rng, n_resamples),
         "flips": phase_flips(r),
     }

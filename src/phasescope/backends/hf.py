@@ -55,10 +55,7 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
         raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {geometry!r}")
 
     scheme = parse_compress(options.compress)
-
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad(), compressed_attention(model, scheme):
-            return model(input_ids=ids.to(options.device), use_cache=False).logits.float().cpu()
+    logits = _logits_fn(model, options.device, scheme)
 
     check_causal(logits, config.vocab_size, f"hf:{path}")
     # a plain transformers cache continues exactly; compressor caches (DeepSeek-V4) and post-hoc
@@ -106,6 +103,16 @@ class HFSession:
         return out.logits.float().cpu()
 
 
+def _logits_fn(model, device: str, scheme=None):
+    """input_ids [B,T] -> float32 logits [B,T,V] on the CPU, with post-hoc compression when given."""
+
+    def logits(ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad(), compressed_attention(model, scheme):
+            return model(input_ids=ids.to(device), use_cache=False).logits.float().cpu()
+
+    return logits
+
+
 def _behaviour(options: BackendOptions) -> str:
     """What changes the logits besides the weights, so a resume with other options is refused."""
     return "".join(
@@ -119,10 +126,7 @@ def from_pretrained_model(model, options: BackendOptions | None = None) -> Loade
     """An in-memory transformers causal LM (Python API): geometry from its config, no tokenizer."""
     options = options or BackendOptions()
     model = model.eval().to(options.device)
-
-    def logits(ids: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return model(input_ids=ids.to(options.device), use_cache=False).logits.float().cpu()
+    logits = _logits_fn(model, options.device)
 
     config = model.config
     check_causal(logits, config.vocab_size, type(model).__name__)

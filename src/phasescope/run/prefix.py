@@ -16,9 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
-from phasescope.run.scoring import results_from_next_token
+from phasescope.run.scoring import refuse_broken, results_from_next_token
 
 
 def common_prefix(sequences: list[list[int]]) -> int:
@@ -59,9 +58,6 @@ def score_group(session, items: list[ProbeItem], step: int, align: int) -> list[
         logits = session.extend(state, suffix, prefix_len).float()
         for i, it in enumerate(row):
             last = logits[i, it.answer_pos - 1 - prefix_len]
-            if not torch.isfinite(last).all():
-                raise InputError(
-                    f"the model returned NaN or infinite logits (content {it.content_id}, offset {offset})"
-                )
+            refuse_broken(last, it)
             dists[id(it)] = torch.log_softmax(last, dim=-1)
     return results_from_next_token(items, [dists[id(it)] for it in items])

@@ -24,13 +24,17 @@ def _forward(logits_fn, sequences: list[list[int]], items: list[ProbeItem]) -> t
     with torch.no_grad():
         logits = logits_fn(ids).float()
     for row, seq in enumerate(sequences):  # only the prompt's own positions count, not the padding
-        if torch.isnan(logits[row, : len(seq)]).any() or torch.isposinf(logits[row, : len(seq)]).any():
-            item = items[min(row * len(items) // len(sequences), len(items) - 1)]
-            raise InputError(
-                f"the model returned NaN or infinite logits (content {item.content_id}, offset {item.offset}); "
-                "its weights or inputs are broken, so no record is written"
-            )
+        refuse_broken(logits[row, : len(seq)], items[min(row * len(items) // len(sequences), len(items) - 1)])
     return torch.log_softmax(logits, dim=-1)
+
+
+def refuse_broken(logits: torch.Tensor, item: ProbeItem) -> None:
+    """InputError when logits hold NaN or +inf (-inf is a masked token, which is allowed)."""
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+        raise InputError(
+            f"the model returned NaN or infinite logits (content {item.content_id}, offset {item.offset}); "
+            "its weights or inputs are broken, so no record is written"
+        )
 
 
 def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
