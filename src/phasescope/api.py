@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.backends import BackendOptions, LoadedModel, from_callable, load_spec
@@ -53,11 +54,12 @@ def build_probe(
     depth: float = 0.5,
     kv_gaps: tuple[int, ...] = (0,),
     chat_template: bool = False,
+    context_tokens: int | None = None,
+    pair_format: str = "words",
 ):
     """``min_gap``: tokens the needle must end before the question (raw window + one window)."""
-    probe = _text_or_native_probe(
-        name, loaded, design, task, tokenizer, completion, min_gap, depth, kv_gaps, chat_template
-    )
+    haystack = HaystackOptions(min_gap, depth, tuple(kv_gaps), context_tokens, pair_format)
+    probe = _text_or_native_probe(name, loaded, design, task, tokenizer, completion, haystack, chat_template)
     if not chat_template:
         return probe
     if isinstance(probe, KVRetrievalProbe):
@@ -65,7 +67,18 @@ def build_probe(
     return ChatTemplated(probe, tokenizer or loaded.tokenizer)
 
 
-def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, min_gap, depth, kv_gaps, chat_template):
+@dataclass(frozen=True)
+class HaystackOptions:
+    """kv-retrieval's haystack: placement beyond the raw window, renderings, size, pair format."""
+
+    min_gap: int = 0
+    depth: float = 0.5
+    kv_gaps: tuple[int, ...] = (0,)
+    context_tokens: int | None = None
+    pair_format: str = "words"
+
+
+def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, haystack, chat_template):
     if name not in PROBES:
         raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
     tokenizer = tokenizer or loaded.tokenizer
@@ -73,12 +86,21 @@ def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, min
     bos_id = None if chat_template else bos_id  # the template brings its own start
     if name == "kv-retrieval":
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
+        h = haystack
         if task is not None:
-            spec = KVRetrievalSpec(design=design, depth=depth, kv_gaps=tuple(kv_gaps))
-            return KVRetrievalProbe(task, spec, min_gap=min_gap)
+            if h.pair_format != "words":
+                raise ProbeError("--pair-format is for text probes; a native model's task fixes its keys and values")
+            spec = KVRetrievalSpec(design=design, depth=h.depth, kv_gaps=h.kv_gaps, context_tokens=h.context_tokens)
+            return KVRetrievalProbe(task, spec, min_gap=h.min_gap)
         if tokenizer is not None:
-            spec = TextKVSpec(design=design, depth=depth, kv_gaps=tuple(kv_gaps))
-            return TextKVRetrievalProbe(tokenizer, spec, bos_id=bos_id, min_gap=min_gap)
+            spec = TextKVSpec(
+                design=design,
+                depth=h.depth,
+                kv_gaps=h.kv_gaps,
+                context_tokens=h.context_tokens,
+                pair_format=h.pair_format,
+            )
+            return TextKVRetrievalProbe(tokenizer, spec, bos_id=bos_id, min_gap=h.min_gap)
         raise ProbeError(
             "kv-retrieval needs the model's task (native ids: pass task=RetrievalTask(...)) or a tokenizer"
         )
@@ -97,7 +119,7 @@ def sweep(
     samples: int = 50,
     design: str = "shift-needle",
     seed: int = 0,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     out: str | Path | None = None,
     task: RetrievalTask | None = None,
     tokenizer=None,
@@ -112,6 +134,8 @@ def sweep(
     dry_run: bool = False,
     chat_template: bool = False,
     prefix_reuse: bool = True,
+    context_tokens: int | None = None,
+    pair_format: str = "words",
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -126,6 +150,8 @@ def sweep(
     every item, return ``plan`` (records, passes or requests, tokens); nothing is scored or written.
     ``chat_template``: wrap text prompts in the tokenizer's chat template (its tokens count in
     every position). ``prefix_reuse``: read the prefix a content's offsets share once (run.prefix).
+    ``context_tokens``: kv-retrieval fills this many tokens with pairs (NIAH at 128K: 131072);
+    ``pair_format``: words, numbers or codes (text probes; probes.pairs).
     """
     loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
@@ -155,6 +181,8 @@ def sweep(
         depth=depth,
         kv_gaps=tuple(kv_gaps),
         chat_template=chat_template,
+        context_tokens=context_tokens,
+        pair_format=pair_format,
     )
     return run_sweep(
         loaded,

@@ -274,7 +274,9 @@ def sweep(
     samples: int = typer.Option(50, min=1, help="Content samples; each is scored at every offset (paired)."),
     design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
     seed: int = typer.Option(0, help="Seed of the probe's content."),
-    batch_size: int = typer.Option(16, min=1, help="Sequences per forward pass."),
+    batch_size: int = typer.Option(
+        None, min=1, help="Sequences per forward pass (default: 16, fewer for prompts over 2K tokens; 1 from 32K)."
+    ),
     probe_file: str = typer.Option(
         None, help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit."
     ),
@@ -316,6 +318,17 @@ def sweep(
         help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1): "
         "separates same-window from split-window at equal value phase.",
     ),
+    context_tokens: int = typer.Option(
+        None,
+        min=64,
+        help="kv-retrieval: fill this many tokens with pairs (needle-in-a-haystack at 128K: 131072); "
+        "default: a short haystack just long enough to put the needle beyond the raw window.",
+    ),
+    pair_format: str = typer.Option(
+        "words",
+        help="kv-retrieval in text: words (one token each), numbers (six digits) or codes (like k7f2-9xq3); "
+        "numbers and codes work with any tokenizer and give ~8K-16K pairs at 128K.",
+    ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     prefix_reuse: bool = typer.Option(
         True, help="Read the prefix a content's offsets share once and continue each offset from its cache."
@@ -348,9 +361,8 @@ def sweep(
         design,
         "--seed",
         str(seed),
-        "--batch-size",
-        str(batch_size),
     ]
+    args += ["--batch-size", str(batch_size)] if batch_size is not None else []
     args += ["--step", str(step)] if step is not None else []
     args += ["--align", str(align)] if align is not None else []
     args += ["--local", str(local)] if local is not None else []
@@ -360,6 +372,8 @@ def sweep(
     args += ["--tokenizer", tokenizer] if tokenizer else []
     args += ["--chat-template"] if chat_template else []
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
+    args += ["--context-tokens", str(context_tokens)] if context_tokens is not None else []
+    args += ["--pair-format", pair_format] if pair_format != "words" else []
 
     args += ["--probe-file", probe_file] if probe_file else []
     from phasescope.probes import CompletionSpec
@@ -398,6 +412,8 @@ def sweep(
         dry_run=dry_run,
         chat_template=chat_template,
         prefix_reuse=prefix_reuse,
+        context_tokens=context_tokens,
+        pair_format=pair_format,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.plan is not None:

@@ -94,13 +94,20 @@ class HFSession:
         self.model, self.device = model, device
 
     def prefill(self, ids: torch.Tensor):
-        with torch.no_grad():
-            return self.model(input_ids=ids.to(self.device), use_cache=True).cache
+        return self.advance(None, ids, 0, keep=torch.tensor([ids.shape[1] - 1]))[1]
 
-    def extend(self, cache, ids: torch.Tensor, start: int) -> torch.Tensor:
+    def extend(self, cache, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None) -> torch.Tensor:
+        return self.advance(cache, ids, start, keep)[0]
+
+    def advance(self, cache, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None):
+        """(logits [B,S or len(keep),V], the cache after ``ids``); ``cache`` itself is left as it
+        was. ``keep``: positions whose logits are computed (at 128K tokens x a 150K vocabulary
+        the full logits would not fit in memory)."""
+        extra = {} if keep is None else {"logits_to_keep": keep.to(self.device)}
+        cache = None if cache is None else copy.deepcopy(cache)
         with torch.no_grad():
-            out = self.model(input_ids=ids.to(self.device), cache=copy.deepcopy(cache), use_cache=True)
-        return out.logits.float().cpu()
+            out = self.model(input_ids=ids.to(self.device), cache=cache, use_cache=True, **extra)
+        return out.logits.float().cpu(), out.cache
 
 
 def _logits_fn(model, device: str, scheme=None):

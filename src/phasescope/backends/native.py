@@ -66,14 +66,17 @@ class DecoderSession:
         self.model, self.device = model, device
 
     def prefill(self, ids: torch.Tensor) -> KVCache:
-        cache = self.model.new_cache()
-        with torch.no_grad():
-            self.model(ids.to(self.device), 0, cache)
-        return cache
+        return self.advance(None, ids, 0)[1]
 
-    def extend(self, cache: KVCache, ids: torch.Tensor, start: int) -> torch.Tensor:
+    def extend(self, cache: KVCache, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None) -> torch.Tensor:
+        return self.advance(cache, ids, start, keep)[0]
+
+    def advance(self, cache: KVCache | None, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None):
+        """(logits [B,S or len(keep),V], the cache after ``ids``); ``cache`` itself is left as it was."""
+        cache = self.model.new_cache() if cache is None else copy.deepcopy(cache)
         with torch.no_grad():
-            return self.model(ids.to(self.device), start, copy.deepcopy(cache)).cpu()
+            logits = self.model(ids.to(self.device), start, cache)
+        return (logits if keep is None else logits[:, keep]).cpu(), cache
 
 
 def load_native(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:

@@ -8,6 +8,7 @@ check their own token exactness and raise ``ProbeError`` before any scoring star
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -65,8 +66,22 @@ class Probe:
     has_keys: ClassVar[bool] = False
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
-        """Every content sample at every offset (paired design)."""
-        raise NotImplementedError
+        """Every content sample at every offset (paired design). A probe defines ``items`` or
+        ``stream``; each defaults to the other."""
+        if type(self).stream is Probe.stream:
+            raise NotImplementedError(f"{type(self).__name__} defines neither items nor stream")
+        return [item for group in self.stream(offsets, n_samples, rng) for item in group]
+
+    def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
+        """The items of one content at a time (all its offsets and variants), in content order, so
+        a sweep of long prompts holds a batch of contents, never the whole sweep. The same rng
+        state gives the same items as ``items``."""
+        if type(self).items is Probe.items:
+            raise NotImplementedError(f"{type(self).__name__} defines neither items nor stream")
+        by_content: dict = {}
+        for item in self.items(offsets, n_samples, rng):
+            by_content.setdefault(item.content_id, []).append(item)
+        yield from by_content.values()
 
     def spec(self) -> dict:
         """JSON-able description of the probe's parameters (for spec.json)."""

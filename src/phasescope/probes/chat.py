@@ -10,6 +10,7 @@ the generation prompt; the template's tokens count in every position the records
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -37,8 +38,9 @@ class ChatTemplated(Probe):
     def spec(self) -> dict:
         return {**self.inner.spec(), "chat_template": {"prefix_ids": self.prefix, "suffix_ids": self.suffix}}
 
-    def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
-        return [self._wrap(item) for item in self.inner.items(offsets, n_samples, rng)]
+    def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
+        for group in self.inner.stream(offsets, n_samples, rng):
+            yield [self._wrap(item) for item in group]
 
     def _wrap(self, item: ProbeItem) -> ProbeItem:
         shift = len(self.prefix)

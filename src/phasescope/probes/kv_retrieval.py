@@ -19,6 +19,12 @@ value token; the query is always more than ``min_distance`` tokens after the nee
 least ``min_gap`` (the model's raw window plus one compression window) after its last token.
 ``depth`` places ``base`` in the room the haystack leaves (0 earliest, 1 latest).
 
+Long contexts (``context_tokens``, e.g. 131072): the haystack is the task's training rows
+laid end to end (their queries cut off) up to that many tokens, a fresh needle (key, value)
+placed at ``depth`` of it, and one query at the end; pairs elsewhere with the needle's key lose
+their key (it becomes filler), so the question has one answer. Keys repeat across rows, as
+they cannot all be distinct in a small vocabulary; only the needle's must be unique.
+
 Same-window variants (``kv_gaps``, e.g. (0, 1)): each content is also rendered with g filler
 tokens between the needle's key and value. The value keeps its position (the key moves
 back), so at every offset the variants share the value's phase and differ only in whether
@@ -30,14 +36,16 @@ key and value fall into one compression window::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from phasescope.data.retrieval import RetrievalTask, sample_row
+from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
 
 DESIGNS = ("shift-needle", "pad-prefix")
+MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
 
 
 @dataclass(frozen=True)
@@ -47,12 +55,17 @@ class KVRetrievalSpec:
     design: str = "shift-needle"
     depth: float = 0.5  # where the needle sits in the room the haystack leaves (0 earliest, 1 latest)
     kv_gaps: tuple[int, ...] = (0,)  # filler tokens between the needle's key and value, one variant each
+    context_tokens: int | None = None  # training rows end to end up to this many tokens (n_pairs ignored)
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
             raise ProbeError(f"design={self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
         if self.n_distractors < 0 or (self.n_pairs is not None and self.n_pairs < 2):
             raise ProbeError("n_distractors must be >= 0 and n_pairs >= 2")
+        if self.context_tokens is not None and not 64 <= self.context_tokens <= MAX_CONTEXT:
+            raise ProbeError(
+                f"context_tokens={self.context_tokens} is invalid; allowed: 64 .. {MAX_CONTEXT} (e.g. 131072)"
+            )
         check_depth_and_gaps(self.depth, self.kv_gaps)
 
 
@@ -73,11 +86,13 @@ class KVRetrievalProbe(Probe):
     def spec(self) -> dict:
         return {"probe": self.name, **asdict(self.params), "min_gap": self.min_gap, "task": self.task.to_dict()}
 
-    def base(self, span: int) -> int:
-        """Needle key position at offset 0 (variant g = 0), at ``depth`` in the room the haystack leaves."""
+    def base(self, span: int, answer: int | None = None) -> int:
+        """Needle key position at offset 0 (variant g = 0), at ``depth`` in the room the haystack
+        leaves; ``answer``: the answer position of the haystack with the needle (default: a row's)."""
         t = self.task
-        query_start = t.seq_len - t.n_queries * t.query_len
-        answer = query_start + 1 + t.key_len  # the first query's answer position in a row
+        if answer is None:
+            answer = t.seq_len - t.n_queries * t.query_len + 1 + t.key_len  # the first query's, in a row
+        query_start = answer - 1 - t.key_len
         moves = span if self.params.design == "shift-needle" else 0
         last = min(
             query_start - t.min_distance - t.pair_len - moves - 1,  # as in training: beyond min_distance
@@ -88,22 +103,26 @@ class KVRetrievalProbe(Probe):
             raise ProbeError(
                 f"offsets up to {span} do not fit: the needle must end more than {t.min_distance} tokens (the "
                 f"task's min_distance) and at least {self.min_gap} tokens (the model's raw window + one compression "
-                f"window) before the question, which leaves {max(0, last - first + 1 + moves)} positions in rows of "
-                f"{t.seq_len} tokens; use fewer offsets or a longer task (task.seq_len, task.min_distance)"
+                f"window) before the question, which leaves {max(0, last - first + 1 + moves)} positions in prompts of "
+                f"{answer} tokens; use fewer offsets, a longer task (task.seq_len) or --context-tokens"
             )
         return first + int(self.params.depth * (last - first))
 
-    def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
+    def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         if min(offsets) < 0:
             raise ProbeError(f"offsets must be >= 0; got {min(offsets)}")
         span = max(offsets)
-        base = self.base(span)
-        out = []
+        long = self.params.context_tokens is not None
+        base = None if long else self.base(span)
         for content_id in range(n_samples):
-            content = self._content(span, rng)
-            for variant, gap in enumerate(self.params.kv_gaps):
-                out += [self._place(content, content_id, d, base, gap, variant) for d in offsets]
-        return out
+            content = self._long_content(span, rng) if long else self._content(span, rng)
+            if long:
+                base = self.base(span, len(content["haystack"]) + self.task.pair_len)
+            yield [
+                self._place(content, content_id, d, base, gap, variant)
+                for variant, gap in enumerate(self.params.kv_gaps)
+                for d in offsets
+            ]
 
     def _content(self, span: int, rng: np.random.Generator) -> dict:
         """A training row, cut after the first query's key, with its needle taken out."""
@@ -125,6 +144,31 @@ class KVRetrievalProbe(Probe):
         widest = max(self.params.kv_gaps)  # drawn only when asked, so default sweeps keep their content
         gap_fill = [int(x) for x in rng.choice(t.filler_ids, size=widest)] if widest else []
         return {"needle": needle, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
+
+    def _long_content(self, span: int, rng: np.random.Generator) -> dict:
+        """Training rows end to end (queries cut off) up to ``context_tokens``, a fresh needle,
+        one query for its key at the end; other pairs with the needle's key lose their key."""
+        t = self.task
+        key = [int(x) for x in t.key_ids[rng.integers(0, t.n_keys, size=t.key_len)]]
+        value = [int(x) for x in t.value_ids[rng.integers(0, t.n_values, size=t.value_len)]]
+        pad_room = span if self.params.design == "pad-prefix" else 0
+        room = self.params.context_tokens - t.query_len - t.pair_len - max(self.params.kv_gaps) - pad_room
+        query_start = t.seq_len - t.n_queries * t.query_len
+        hay, pairs = [BOS], []
+        while len(hay) < room:
+            tokens = sample_row(t, rng)[0]
+            for start in _pair_starts(tokens, t):
+                if [int(x) for x in tokens[start : start + t.key_len]] == key:
+                    tokens[start : start + t.key_len] = rng.choice(t.filler_ids, size=t.key_len)
+                elif len(hay) + start - 1 + t.pair_len <= room:
+                    values = [int(x) for x in tokens[start + t.key_len : start + t.pair_len]]
+                    pairs.append((len(hay) + start - 1, values))
+            hay += [int(x) for x in tokens[1:query_start]]
+        pad = [int(x) for x in rng.choice(t.filler_ids, size=span)]
+        widest = max(self.params.kv_gaps)
+        gap_fill = [int(x) for x in rng.choice(t.filler_ids, size=widest)] if widest else []
+        haystack = hay[:room] + [QUERY] + key
+        return {"needle": key + value, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
 
     def _place(self, content: dict, content_id: int, d: int, base: int, gap: int, variant: int) -> ProbeItem:
         t, p = self.task, self.params

@@ -20,9 +20,12 @@ import numpy as np
 from phasescope.backends.base import LoadedModel
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement
 from phasescope.recordfile import read_records, record_key
-from phasescope.run.prefix import score_group
-from phasescope.run.scoring import score_items, single_token
+from phasescope.run.prefix import score_group, score_long
+from phasescope.run.scoring import score_items
 from phasescope.runfiles import atomic_write_text, differing_keys, read_json
+
+LONG_PROMPT = 2048  # tokens: from here, multi-token candidates continue from the prompt's cache
+TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
 
 
 @dataclass
@@ -61,14 +64,7 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
     return rec
 
 
-def check_sweep_inputs(
-    items: list[ProbeItem],
-    offsets: list[int],
-    step: int,
-    vocab_size: int | None,
-    align: int = 0,
-    max_len: int | None = None,
-) -> None:
+def check_offsets(offsets: list[int], step: int) -> None:
     repeated = sorted({d for d in offsets if offsets.count(d) > 1})
     if repeated:
         raise ProbeError(f"offsets {repeated} are listed more than once; list each offset once")
@@ -77,32 +73,98 @@ def check_sweep_inputs(
             f"offsets cover {len(set(offsets))} values, fewer than two periods of step {step}; "
             f"use at least {2 * step} offsets, e.g. --offsets 0:{max(24, 2 * step)}"
         )
-    seen: dict[int, set] = {p: set() for p in range(step)}
-    for item in items:
-        seen[(item.anchor_pos - align) % step].add(item.offset)
-    thin = {p: len(ds) for p, ds in seen.items() if len(ds) < 2}
-    if thin:
-        raise ProbeError(
-            f"the offsets put the anchor at phase(s) {sorted(thin)} at fewer than two offsets ({thin}); every phase "
-            f"needs at least two so that phase effects and periods are estimable: use consecutive offsets, e.g. "
-            f"--offsets 0:{max(24, 2 * step)}"
-        )
-    if max_len is not None:
-        longest = max(items, key=lambda it: len(it.input_ids) + max(map(len, it.candidates.values())))
-        length = len(longest.input_ids) + max(map(len, longest.candidates.values()))
-        if length > max_len:
+
+
+class SweepChecks:
+    """Every check a sweep makes on its items, fed one content at a time (the first pass over the
+    probe's stream, before anything is scored), and what the scoring pass needs to know: the
+    planned record keys, whether every candidate is one token, the longest prompt, the cost."""
+
+    def __init__(self, step: int, align: int, vocab_size: int | None, max_len: int | None, local, window: int):
+        self.step, self.align, self.vocab_size, self.max_len = step, align, vocab_size, max_len
+        self.local, self.window = local, window
+        self.seen: dict[int, set] = {p: set() for p in range(step)}
+        self.keys: set = set()
+        self.single = True
+        self.longest = 0
+        self.prompt_tokens = self.candidate_tokens = self.n_candidates = 0
+
+    def add(self, items: list[ProbeItem]) -> None:
+        check_needle_placement(items, self.local, self.window)
+        for item in items:
+            self.seen[(item.anchor_pos - self.align) % self.step].add(item.offset)
+            self.keys.add(item_key(item))
+            lengths = [len(c) for c in item.candidates.values()]
+            self.single = self.single and max(lengths) == 1
+            self.longest = max(self.longest, len(item.input_ids) + max(lengths))
+            self.prompt_tokens += len(item.input_ids)
+            self.candidate_tokens += len(item.input_ids) * len(lengths) + sum(lengths)
+            self.n_candidates += len(lengths)
+            self._check_length(item, len(item.input_ids) + max(lengths))
+            self._check_vocab(item)
+
+    def _check_length(self, item: ProbeItem, length: int) -> None:
+        if self.max_len is not None and length > self.max_len:
             raise ProbeError(
-                f"content {longest.content_id} at offset {longest.offset} needs {length} tokens but the model accepts "
-                f"at most {max_len} (its max_position_embeddings); nothing is truncated: use fewer pairs, fewer "
-                "offsets or a shorter prompt"
+                f"content {item.content_id} at offset {item.offset} needs {length} tokens but the model accepts "
+                f"at most {self.max_len} (its max_position_embeddings); nothing is truncated: use fewer pairs "
+                "(--context-tokens), fewer offsets or a shorter prompt"
             )
-    if vocab_size is not None:
-        top = max(max(it.input_ids + [t for c in it.candidates.values() for t in c]) for it in items)
-        if top >= vocab_size:
+
+    def _check_vocab(self, item: ProbeItem) -> None:
+        if self.vocab_size is None:
+            return
+        top = max(max(item.input_ids), max(t for c in item.candidates.values() for t in c))
+        if top >= self.vocab_size:
             raise ProbeError(
-                f"the probe uses token id {top} but the model's vocabulary has {vocab_size} ids; "
+                f"the probe uses token id {top} but the model's vocabulary has {self.vocab_size} ids; "
                 "build the probe from the model's own task or tokenizer"
             )
+
+    def finish(self) -> None:
+        if not self.keys:
+            raise ProbeError("the probe produced no items; ask for at least one sample (--samples)")
+        thin = {p: len(ds) for p, ds in self.seen.items() if len(ds) < 2}
+        if thin:
+            raise ProbeError(
+                f"the offsets put the anchor at phase(s) {sorted(thin)} at fewer than two offsets ({thin}); every "
+                f"phase needs at least two so that phase effects and periods are estimable: use consecutive "
+                f"offsets, e.g. --offsets 0:{max(24, 2 * self.step)}"
+            )
+
+    def plan(self, model: LoadedModel, batch_size: int) -> dict:
+        """What scoring costs: records, forward passes or server requests, tokens."""
+        records = len(self.keys)
+        sequences = records if self.single else self.n_candidates
+        plan = {"records": records}
+        if model.score is not None:  # served: one request per item with logprob_token_ids, else per candidate
+            plan["requests"] = sequences
+            plan["requests_without_logprob_token_ids"] = self.n_candidates
+        else:
+            plan["forward_passes"] = -(-sequences // batch_size)
+        tokens = self.prompt_tokens if self.single else self.candidate_tokens
+        return plan | {"prompt_tokens": tokens, "longest_sequence": self.longest}
+
+
+def check_sweep_inputs(
+    items: list[ProbeItem],
+    offsets: list[int],
+    step: int,
+    vocab_size: int | None,
+    align: int = 0,
+    max_len: int | None = None,
+) -> None:
+    """All checks on a list of items at once (for callers holding every item)."""
+    check_offsets(offsets, step)
+    checks = SweepChecks(step, align, vocab_size, max_len, None, step)
+    checks.add(items)
+    checks.finish()
+
+
+def default_batch_size(longest: int) -> int:
+    """Sequences per forward pass when the user does not say: 16, fewer for long prompts so a
+    pass reads about TOKENS_PER_BATCH tokens (one sequence at a time from 32K tokens on)."""
+    return max(1, min(16, TOKENS_PER_BATCH // max(longest, 1)))
 
 
 def manifest(model: LoadedModel, seed: int) -> dict:
@@ -155,18 +217,28 @@ def run_sweep(
     align: int,
     window: int | None = None,
     local: int | None = None,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     out: Path | None = None,
     progress: bool = False,
     command: str | None = None,
     dry_run: bool = False,
     prefix_reuse: bool = True,
 ) -> SweepResult:
-    items = probe.items(offsets, samples, np.random.default_rng(seed))
-    check_sweep_inputs(items, offsets, step, model.vocab_size, align, model.max_len)
-    check_needle_placement(items, local, window or step)
+    """Two passes over the probe's stream of contents: the first builds and checks every item
+    (and keeps only their keys), the second builds them again from the same seed and scores a
+    batch of contents at a time, so memory holds one batch of prompts however long the sweep."""
+    check_offsets(offsets, step)
+
+    def stream():
+        return probe.stream(offsets, samples, np.random.default_rng(seed))
+
+    checks = SweepChecks(step, align, model.vocab_size, model.max_len, local, window or step)
+    for group in stream():
+        checks.add(group)
+    checks.finish()
+    batch_size = batch_size or default_batch_size(checks.longest)
     if dry_run:
-        return SweepResult(None, [], 0, plan_of(items, model, batch_size))
+        return SweepResult(None, [], 0, checks.plan(model, batch_size))
     spec = {
         "probe": probe.spec(),
         "offsets": offsets,
@@ -182,48 +254,81 @@ def run_sweep(
     with RunLock(out):
         done = {}
         if out is not None:
-            done = _open_run_dir(out, spec, model, items, lambda: {**manifest(model, seed), "command": command})
-        reuse = prefix_reuse and model.prefix_session is not None and single_token(items)
-        scored = _score_missing(model, items, done, batch_size, out, progress, step, align, window or step, reuse)
+            done = _open_run_dir(out, spec, model, checks.keys, lambda: {**manifest(model, seed), "command": command})
+        scoring = Scoring(model, step, align, window or step, batch_size, prefix_reuse, checks)
+        scored = _score_missing(scoring, _chunks(stream(), batch_size), done, out, progress, len(checks.keys))
     records = sorted(done.values(), key=record_key)
     return SweepResult(out, records, scored)
 
 
-def plan_of(items: list[ProbeItem], model: LoadedModel, batch_size: int) -> dict:
-    """What scoring these items costs: records, forward passes or server requests, tokens."""
-    single = single_token(items)
-    per_candidate = [len(it.input_ids) + len(c) for it in items for c in it.candidates.values()]
-    sequences = [len(it.input_ids) for it in items] if single else per_candidate
-    plan = {"records": len(items)}
-    if model.score is not None:  # served: one request per item with logprob_token_ids, else per candidate
-        plan["requests"] = len(items) if single else len(per_candidate)
-        plan["requests_without_logprob_token_ids"] = len(per_candidate)
-    else:
-        plan["forward_passes"] = -(-len(sequences) // batch_size)
-    return plan | {"prompt_tokens": int(sum(sequences)), "longest_sequence": max(sequences)}
+@dataclass
+class Scoring:
+    """How one sweep scores a batch: from a shared prefix's cache (``reuse``; multi-token
+    candidates from the prompt's cache when prompts are long) or in plain forward passes."""
 
+    model: LoadedModel
+    step: int
+    align: int
+    window: int
+    batch_size: int
+    prefix_reuse: bool
+    checks: SweepChecks
 
-def _score_missing(model, items, done, batch_size, out, progress, step, align, window, reuse=False) -> int:
-    """Score the batches with missing records, appending each batch to records.jsonl. With
-    ``reuse`` a batch is a group of contents at every offset, scored from one shared prefix."""
-    batches = _content_groups(items, batch_size) if reuse else _batches(_sorted(items), batch_size)
-    todo = [b for b in batches if any(item_key(it) not in done for it in b)]
-    scored = 0
-    bar = _bar(progress, len(batches), len(batches) - len(todo))
-    for batch in todo:
-        results = score_group(model.prefix_session, batch, step, align) if reuse else None
+    @property
+    def reuse(self) -> bool:
+        usable = self.prefix_reuse and self.model.prefix_session is not None
+        return usable and (self.checks.single or self.checks.longest >= LONG_PROMPT)
+
+    def batches(self, chunk: list[ProbeItem]) -> list[list[ProbeItem]]:
+        """A chunk (``batch_size`` contents, every offset and variant) cut into scoring batches:
+        one variant at every offset (reuse) or one offset and variant (plain passes)."""
+        if self.reuse:
+            return [[it for it in _sorted(chunk) if it.variant == v] for v in sorted({it.variant for it in chunk})]
+        return _batches(_sorted(chunk), self.batch_size)
+
+    def score(self, batch: list[ProbeItem]) -> list[dict]:
+        results = None
+        if self.reuse and self.checks.single:
+            results = score_group(self.model.prefix_session, batch, self.step, self.align)
+        elif self.reuse:
+            results = score_long(self.model.prefix_session, batch, self.step, self.align)
         if results is None:
-            results = _score_plain(model, batch, batch_size)
-        fresh = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
-        fresh = [r for r in fresh if record_key(r) not in done]
-        for r in fresh:
-            done[record_key(r)] = r
-        if out is not None:
-            with (out / "records.jsonl").open("a") as f:  # one write per batch
-                f.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in fresh))
-        scored += len(fresh)
-        if bar:
-            bar.advance(bar.task_ids[0])
+            results = _score_plain(self.model, batch, self.batch_size)
+        return [record_for(it, r, self.step, self.align, self.window) for it, r in zip(batch, results, strict=True)]
+
+
+def _chunks(groups, contents_per_chunk: int):
+    """Consecutive contents, ``contents_per_chunk`` at a time (the composition of every batch
+    is fixed by the content order, so a resumed run scores exactly what an uninterrupted one would)."""
+    chunk: list[ProbeItem] = []
+    count = 0
+    for group in groups:
+        chunk += group
+        count += 1
+        if count == contents_per_chunk:
+            yield chunk
+            chunk, count = [], 0
+    if chunk:
+        yield chunk
+
+
+def _score_missing(scoring: Scoring, chunks, done: dict, out: Path | None, progress: bool, total: int) -> int:
+    """Score the batches with missing records, appending each batch to records.jsonl."""
+    scored = 0
+    bar = _bar(progress, total, len(done))
+    for chunk in chunks:
+        for batch in scoring.batches(chunk):
+            if all(item_key(it) in done for it in batch):
+                continue
+            fresh = [r for r in scoring.score(batch) if record_key(r) not in done]
+            for r in fresh:
+                done[record_key(r)] = r
+            if out is not None:
+                with (out / "records.jsonl").open("a") as f:  # one write per batch
+                    f.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in fresh))
+            scored += len(fresh)
+            if bar:
+                bar.advance(bar.task_ids[0], len(fresh))
     if bar:
         bar.stop()
     return scored
@@ -276,20 +381,6 @@ def _sorted(items: list[ProbeItem]) -> list[ProbeItem]:
     return sorted(items, key=lambda it: (it.offset, it.variant, it.content_id))
 
 
-def _content_groups(items: list[ProbeItem], group_size: int) -> list[list[ProbeItem]]:
-    """Groups of ``group_size`` contents (one variant), each with all its offsets."""
-    groups: list[list[ProbeItem]] = []
-    for variant in sorted({it.variant for it in items}):
-        mine = [it for it in items if it.variant == variant]
-        contents = sorted({it.content_id for it in mine}, key=lambda c: (type(c).__name__, c))
-        for start in range(0, len(contents), group_size):
-            chosen = set(contents[start : start + group_size])
-            groups.append(
-                sorted((it for it in mine if it.content_id in chosen), key=lambda it: (it.offset, it.content_id))
-            )
-    return groups
-
-
 def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
     batches, current = [], []
     for item in items:
@@ -300,7 +391,7 @@ def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
     return batches + ([current] if current else [])
 
 
-def _open_run_dir(out: Path, spec: dict, model: LoadedModel, items: list[ProbeItem], make_manifest) -> dict:
+def _open_run_dir(out: Path, spec: dict, model: LoadedModel, planned: set, make_manifest) -> dict:
     """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
     same model (weights fingerprint; the path it was reached by does not matter); the manifest
     (a git call) is built only when it is missing."""
@@ -319,7 +410,6 @@ def _open_run_dir(out: Path, spec: dict, model: LoadedModel, items: list[ProbeIt
     if not manifest_path.exists():
         atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
     found = read_records(out / "records.jsonl")
-    planned = {item_key(it) for it in items}
     for number, record in enumerate(found.records, start=1):
         if record_key(record) not in planned:
             raise ProbeError(
@@ -347,7 +437,7 @@ def _bar(enabled: bool, total: int, completed: int):
         return None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    bar.add_task("batches", total=total, completed=completed)
+    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("records"), TimeRemainingColumn())
+    bar.add_task("records", total=total, completed=completed)
     bar.start()
     return bar

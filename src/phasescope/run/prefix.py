@@ -5,8 +5,14 @@ offset continues from a copy of its cache.
 The shared prefix is cut at the last compression-window boundary (a position where a new
 window starts), so the entries it completed are the entries a full forward pass computes;
 phasescope's own decoder continues exactly from any position anyway (decode == parallel is
-tested), and a plain transformers cache is exact by construction. Used for single-token
-candidates (kv-retrieval); other items are scored as usual.
+tested), and a plain transformers cache is exact by construction. Single-token candidates
+(``score_group``) are read from the distribution after the prompt; multi-token candidates of
+long prompts (``score_long``) each continue from a copy of the cache after the whole prompt,
+so a 128K-token prompt is read once per offset, not once per candidate.
+
+Sessions: ``prefill(ids [B,P]) -> state``; ``extend(state, ids [B,S], start, keep=None) ->
+logits [B,S or len(keep),V]`` leaves ``state`` as it was; ``advance(state, ids, start, keep)
+-> (logits, state after ids)`` too.
 
 Shape legend: B contents, P shared prefix tokens, S suffix tokens, V vocabulary.
 """
@@ -17,7 +23,7 @@ import numpy as np
 import torch
 
 from phasescope.probes.base import ProbeItem
-from phasescope.run.scoring import refuse_broken, results_from_next_token
+from phasescope.run.scoring import refuse_broken, result, results_from_next_token
 
 
 def common_prefix(sequences: list[list[int]]) -> int:
@@ -55,9 +61,50 @@ def score_group(session, items: list[ProbeItem], step: int, align: int) -> list[
         suffix = torch.zeros(len(row), width, dtype=torch.long)  # right padding: never shifts a position
         for i, it in enumerate(row):
             suffix[i, : len(it.input_ids) - prefix_len] = torch.tensor(it.input_ids[prefix_len:])
-        logits = session.extend(state, suffix, prefix_len).float()
+        wanted = sorted({it.answer_pos - 1 - prefix_len for it in row})  # only these logits are computed
+        logits = session.extend(state, suffix, prefix_len, keep=torch.tensor(wanted)).float()
         for i, it in enumerate(row):
-            last = logits[i, it.answer_pos - 1 - prefix_len]
+            last = logits[i, wanted.index(it.answer_pos - 1 - prefix_len)]
             refuse_broken(last, it)
             dists[id(it)] = torch.log_softmax(last, dim=-1)
     return results_from_next_token(items, [dists[id(it)] for it in items])
+
+
+def score_long(session, items: list[ProbeItem], step: int, align: int) -> list[dict]:
+    """Results in the order of ``items``, one content at a time: the content's shared prefix is
+    read once, each offset's rest of the prompt once (logits kept only at its last position),
+    and each candidate continues from a copy of the cache after the prompt: log-prob = sum of
+    its tokens' log-probs; correct = greedy decoding reproduces the target's tokens."""
+    by_content: dict = {}
+    for item in items:
+        by_content.setdefault(item.content_id, []).append(item)
+    results: dict[int, dict] = {}
+    for group in by_content.values():
+        prefix_len = shared_length(group, step, align)
+        state = session.prefill(torch.tensor([group[0].input_ids[:prefix_len]])) if prefix_len else None
+        for item in group:
+            results[id(item)] = _score_one(session, state, prefix_len, item)
+    return [results[id(it)] for it in items]
+
+
+def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
+    rest = torch.tensor([item.input_ids[prefix_len:]])
+    last = torch.tensor([rest.shape[1] - 1])
+    if state is None:
+        logits, after = session.advance(None, rest, 0, keep=last)
+    else:
+        logits, after = session.advance(state, rest, prefix_len, keep=last)
+    first = logits[0, -1].float()
+    refuse_broken(first, item)
+    first = torch.log_softmax(first, dim=-1)
+    scores, correct = {}, False
+    for name, tokens in item.candidates.items():
+        steps = [first]
+        if len(tokens) > 1:
+            more = session.extend(after, torch.tensor([tokens[:-1]]), len(item.input_ids)).float()[0]
+            refuse_broken(more, item)
+            steps += list(torch.log_softmax(more, dim=-1))
+        scores[name] = float(sum(dist[t] for dist, t in zip(steps, tokens, strict=True)))
+        if name == item.target:
+            correct = all(int(dist.argmax()) == t for dist, t in zip(steps, tokens, strict=True))
+    return result(item, scores, correct)

@@ -57,7 +57,7 @@ def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
         scores[i][name] = float(logp[row, at, wanted].sum())
         if name == item.target:  # greedy decoding reproduces the answer iff every argmax matches
             correct[i] = bool((logp[row, at].argmax(-1) == wanted).all())
-    return [_result(item, scores[i], correct[i]) for i, item in enumerate(items)]
+    return [result(item, scores[i], correct[i]) for i, item in enumerate(items)]
 
 
 def single_token(items: list[ProbeItem]) -> bool:
@@ -70,11 +70,11 @@ def results_from_next_token(items: list[ProbeItem], dists: list[torch.Tensor]) -
     for item, dist in zip(items, dists, strict=True):
         scores = {name: float(dist[tokens[0]]) for name, tokens in item.candidates.items()}
         right = item.candidates[item.target][0]
-        results.append(_result(item, scores, bool(int(dist.argmax()) == right)))
+        results.append(result(item, scores, bool(int(dist.argmax()) == right)))
     return results
 
 
-def _result(item: ProbeItem, scores: dict, correct: bool) -> dict:
+def result(item: ProbeItem, scores: dict, correct: bool) -> dict:
     for name, value in scores.items():
         if not np.isfinite(value):
             raise InputError(
