@@ -16,6 +16,7 @@ from phasescope.probes import PROBES, KVRetrievalProbe, KVRetrievalSpec, Padding
 from phasescope.probes.chat import ChatTemplated
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 from phasescope.probes.padding_completion import CompletionSpec
+from phasescope.probes.prompts import PromptsProbe
 from phasescope.recordfile import read_records
 from phasescope.run.orchestrator import SweepResult, run_sweep
 from phasescope.runfiles import atomic_write_text, read_json
@@ -56,9 +57,12 @@ def build_probe(
     chat_template: bool = False,
     context_tokens: int | None = None,
     pair_format: str = "words",
+    filler: str | None = None,
+    step: int = 1,
+    align: int = 0,
 ):
     """``min_gap``: tokens the needle must end before the question (raw window + one window)."""
-    haystack = HaystackOptions(min_gap, depth, tuple(kv_gaps), context_tokens, pair_format)
+    haystack = HaystackOptions(min_gap, depth, tuple(kv_gaps), context_tokens, pair_format, filler, step, align)
     probe = _text_or_native_probe(name, loaded, design, task, tokenizer, completion, haystack, chat_template)
     if not chat_template:
         return probe
@@ -76,14 +80,22 @@ class HaystackOptions:
     kv_gaps: tuple[int, ...] = (0,)
     context_tokens: int | None = None
     pair_format: str = "words"
+    filler: str | None = None  # prompts: the padding unit (default: the first that pads cleanly)
+    step: int = 1  # prompts: every prompt's answer is brought to phase 0 at offset 0 of this step
+    align: int = 0
 
 
 def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, haystack, chat_template):
-    if name not in PROBES:
-        raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
+    if name not in PROBES and not name.startswith("prompts:"):
+        raise ProbeError(f"unknown probe {name!r}; known: {', '.join(PROBES)}, prompts:FILE.jsonl")
     tokenizer = tokenizer or loaded.tokenizer
     bos_id = loaded.bos_id if loaded.bos_id is not None else getattr(tokenizer, "bos_token_id", None)
     bos_id = None if chat_template else bos_id  # the template brings its own start
+    if name.startswith("prompts:"):
+        if tokenizer is None:
+            raise ProbeError("prompts: needs a tokenizer (an hf: model, --tokenizer DIR, or tokenizer=...)")
+        path = name.removeprefix("prompts:")
+        return PromptsProbe(path, tokenizer, bos_id, haystack.filler, haystack.step, haystack.align)
     if name == "kv-retrieval":
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
         h = haystack
@@ -136,6 +148,7 @@ def sweep(
     prefix_reuse: bool = True,
     context_tokens: int | None = None,
     pair_format: str = "words",
+    filler: str | None = None,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -151,7 +164,8 @@ def sweep(
     ``chat_template``: wrap text prompts in the tokenizer's chat template (its tokens count in
     every position). ``prefix_reuse``: read the prefix a content's offsets share once (run.prefix).
     ``context_tokens``: kv-retrieval fills this many tokens with pairs (NIAH at 128K: 131072);
-    ``pair_format``: words, numbers or codes (text probes; probes.pairs).
+    ``pair_format``: words, numbers or codes (text probes; probes.pairs). ``probe="prompts:FILE.jsonl"``:
+    your own prompts padded so the answer takes every phase (probes.prompts); ``filler``: its padding unit.
     """
     loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
@@ -183,6 +197,9 @@ def sweep(
         chat_template=chat_template,
         context_tokens=context_tokens,
         pair_format=pair_format,
+        filler=filler,
+        step=step,
+        align=align,
     )
     return run_sweep(
         loaded,

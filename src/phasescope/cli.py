@@ -266,7 +266,12 @@ def sweep(
         help="Model spec: a phasescope model directory (output of `phasescope train`) or hf:DIR (a local "
         "transformers causal LM); see `phasescope backends`.",
     ),
-    probe: str = typer.Option("kv-retrieval", help="Probe: kv-retrieval or padding-completion."),
+    probe: str = typer.Option(
+        "kv-retrieval",
+        help="Probe: kv-retrieval, padding-completion, or prompts:FILE.jsonl (your own prompts, one JSON object "
+        'per line: {"prompt": ..., "candidates": [...], "target": i} or {"prompt": ..., "answer": ...}; padded at '
+        "{pad} or at the start). See docs/sweeps.md.",
+    ),
     out: str = typer.Option(..., help="Run directory; rerunning the same command resumes an interrupted run."),
     step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
     align: int = typer.Option(None, min=0, help="Window align; default: the model's own config."),
@@ -298,7 +303,9 @@ def sweep(
         False, help="hf: run the model directory's own Python code (off unless you trust its author)."
     ),
     tokenizer: str = typer.Option(
-        None, help="openai: the served model's tokenizer directory (prompts are tokenized here, sent as ids)."
+        None,
+        help="Tokenizer directory: openai: the served model's (prompts are tokenized here, sent as ids); a "
+        "phasescope model: the tokenizer whose ids it was trained on (for text probes).",
     ),
     concurrency: int = typer.Option(8, min=1, help="openai: requests in flight at once."),
     timeout: float = typer.Option(120.0, min=0.1, help="openai: seconds to wait for one request."),
@@ -328,6 +335,9 @@ def sweep(
         "words",
         help="kv-retrieval in text: words (one token each), numbers (six digits) or codes (like k7f2-9xq3); "
         "numbers and codes work with any tokenizer and give ~8K-16K pairs at 128K.",
+    ),
+    filler: str = typer.Option(
+        None, help="prompts: the padding unit (default: the first of newline, space, '.', '-', ... that pads cleanly)."
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     prefix_reuse: bool = typer.Option(
@@ -374,6 +384,7 @@ def sweep(
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
     args += ["--context-tokens", str(context_tokens)] if context_tokens is not None else []
     args += ["--pair-format", pair_format] if pair_format != "words" else []
+    args += ["--filler", filler] if filler is not None else []
 
     args += ["--probe-file", probe_file] if probe_file else []
     from phasescope.probes import CompletionSpec
@@ -414,6 +425,7 @@ def sweep(
         prefix_reuse=prefix_reuse,
         context_tokens=context_tokens,
         pair_format=pair_format,
+        filler=filler,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.plan is not None:

@@ -77,3 +77,13 @@ class Backend:
 
     def load(self, spec: str, options: BackendOptions) -> LoadedModel:
         raise NotImplementedError
+
+
+def load_tokenizer(directory: str):
+    """A transformers tokenizer from a local directory (``--tokenizer DIR``); never downloads."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise InputError(f"--tokenizer {directory}: cannot load it ({err})") from None

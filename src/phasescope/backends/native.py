@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from phasescope.backends.base import Backend, BackendOptions, LoadedModel
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel, load_tokenizer
 from phasescope.errors import InputError
 from phasescope.kv.cache import KVCache
 from phasescope.model.decoder import Decoder
@@ -128,4 +128,8 @@ class NativeBackend(Backend):
             )
         if options.compress != "none":
             raise InputError("--compress is for hf: models; a phasescope model has its own compression scheme")
-        return load_native(path, options)
+        loaded = load_native(path, options)
+        if options.tokenizer:  # text probes on a model trained with this tokenizer's ids
+            loaded.tokenizer = load_tokenizer(options.tokenizer)
+            loaded.bos_id = loaded.tokenizer.bos_token_id
+        return loaded

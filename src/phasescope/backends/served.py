@@ -23,7 +23,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from phasescope.backends.base import Backend, BackendOptions, LoadedModel
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel, load_tokenizer
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 
@@ -170,12 +170,7 @@ class ServedBackend(Backend):
             raise InputError(f"model spec {spec!r}: expected openai:http(s)://HOST[:PORT]/v1#MODEL")
         if not options.tokenizer:
             raise InputError(f"{spec}: --tokenizer DIR is required (prompts are tokenized here and sent as ids)")
-        from transformers import AutoTokenizer
-
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(options.tokenizer, local_files_only=True)
-        except (OSError, ValueError) as err:
-            raise InputError(f"--tokenizer {options.tokenizer}: cannot load it ({err})") from None
+        tokenizer = load_tokenizer(options.tokenizer)
         served = ServedModel(url, model, options)
         return LoadedModel(
             logits=None,

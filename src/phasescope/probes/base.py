@@ -34,6 +34,9 @@ class ProbeItem:
     value_pos: int | None = None  # first value token of the needle
     value_last: int | None = None  # last value token of the needle
     variant: int = 0  # index of the rendering when a probe renders each content several ways (--kv-gaps)
+    # correct when: "greedy" decoding reproduces the target's tokens; "choice": the target has
+    # the highest log-prob of the candidates (multiple choice, as lm-evaluation-harness's acc)
+    rule: str = "greedy"
 
 
 def check_needle_placement(items: list[ProbeItem], local: int | None, window: int) -> None:

@@ -294,6 +294,10 @@ class Scoring:
             results = score_long(self.model.prefix_session, batch, self.step, self.align)
         if results is None:
             results = _score_plain(self.model, batch, self.batch_size)
+        for item, result in zip(batch, results, strict=True):
+            if item.rule == "choice":
+                others = [v for name, v in result["logprobs"].items() if name != item.target]
+                result["correct"] = all(result["logprob_target"] > v for v in others)
         return [record_for(it, r, self.step, self.align, self.window) for it, r in zip(batch, results, strict=True)]
 
 

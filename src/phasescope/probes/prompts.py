@@ -1,0 +1,184 @@
+"""``prompts:FILE.jsonl``: any dataset made phase-aware.
+
+Each line of the file is one content sample::
+
+    {"prompt": "Q: What is the capital of France?\\nA:", "candidates": [" Paris", " Lyon"], "target": 0}
+    {"prompt": "{pad}Translate to French: cat =>", "answer": " chat"}
+
+* ``candidates`` (a list, or a dict name -> text) + ``target`` (an index, a candidate's text or
+  name): multiple choice, scored by the teacher-forced log-prob of each candidate; correct when
+  the target has the highest total log-prob (as lm-evaluation-harness's ``acc``).
+* ``answer``: greedy exact match: correct when greedy decoding reproduces the answer's tokens
+  (every argmax along the teacher-forced answer is the answer's token); its log-prob is kept.
+
+The prompt is padded at its ``{pad}`` placeholder, or at its start (right after BOS) when it
+has none, with n = offset copies of a filler unit that adds exactly one token per copy and
+leaves the tokens on both sides unchanged (checked for every prompt at every offset), so the
+answer position -- the anchor -- takes every phase::
+
+    <bos> [filler x n] Q: What is the capital of France?\\nA: -> " Paris"
+                                                          ^ answer_pos = anchor (moves by n)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.padding_completion import encoder
+
+PLACEHOLDER = "{pad}"
+FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order (with a space before or after)
+
+
+def read_prompts(path: str | Path) -> list[dict]:
+    """The file's lines as {"prompt", "candidates": {name: text}, "target": name, "exact": bool}."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProbeError(f"prompts file {path} does not exist; pass --probe prompts:FILE.jsonl with a JSON-lines file")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ProbeError(f"{path} is not UTF-8 text; save it as UTF-8 JSON lines") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ProbeError(f"{path} line {number} is not JSON ({err.msg}); one object per line") from None
+        rows.append(_row(data, f"{path} line {number}"))
+    if not rows:
+        raise ProbeError(f"{path} holds no prompts; one JSON object per line, see `phasescope sweep --help`")
+    return rows
+
+
+def _row(data, where: str) -> dict:
+    if not isinstance(data, dict) or not isinstance(data.get("prompt"), str) or not data["prompt"]:
+        raise ProbeError(f"{where}: expected an object with a non-empty text 'prompt'")
+    prompt = data["prompt"]
+    if prompt.count(PLACEHOLDER) > 1:
+        raise ProbeError(f"{where}: the prompt holds {PLACEHOLDER} more than once; put it where padding goes, once")
+    has_mc, has_answer = "candidates" in data, "answer" in data
+    if has_mc == has_answer:
+        raise ProbeError(f"{where}: give either 'candidates' + 'target' (multiple choice) or 'answer' (exact match)")
+    unknown = set(data) - {"prompt", "candidates", "target", "answer", "id"}
+    if unknown:
+        raise ProbeError(f"{where}: unknown keys {sorted(unknown)}; allowed: prompt, candidates, target, answer, id")
+    if has_answer:
+        if not isinstance(data["answer"], str) or not data["answer"]:
+            raise ProbeError(f"{where}: 'answer' must be non-empty text")
+        return {"prompt": prompt, "candidates": {"answer": data["answer"]}, "target": "answer", "exact": True}
+    candidates, target = _candidates(data["candidates"], data.get("target"), where)
+    return {"prompt": prompt, "candidates": candidates, "target": target, "exact": False}
+
+
+def _candidates(raw, target, where: str) -> tuple[dict, str]:
+    if isinstance(raw, list):
+        raw = {str(i): text for i, text in enumerate(raw)}
+    if not isinstance(raw, dict) or len(raw) < 2:
+        raise ProbeError(f"{where}: 'candidates' must be a list (or an object name -> text) of at least two texts")
+    for name, text in raw.items():
+        if not isinstance(text, str) or not text:
+            raise ProbeError(f"{where}: candidate {name!r} must be non-empty text")
+    if len(set(raw.values())) != len(raw):
+        raise ProbeError(f"{where}: two candidates are the same text")
+    if isinstance(target, int) and not isinstance(target, bool) and str(target) in raw:
+        return raw, str(target)
+    if isinstance(target, str) and target in raw:
+        return raw, target
+    by_text = {text: name for name, text in raw.items()}
+    if isinstance(target, str) and target in by_text:
+        return raw, by_text[target]
+    raise ProbeError(f"{where}: 'target' {target!r} is not a candidate's index, name or text")
+
+
+class PromptsProbe(Probe):
+    name = "prompts"
+    summary = "prompts:FILE.jsonl -- your own prompts, padded so the answer takes every phase (needs a tokenizer)"
+
+    def __init__(
+        self, path: str | Path, tokenizer, bos_id: int | None = None, filler: str | None = None, step: int = 1, align=0
+    ):
+        self.path, self.rows = str(path), read_prompts(path)
+        self.encode, self.bos, self.filler = encoder(tokenizer), bos_id, filler
+        self.step, self.align = step, align
+        self.unit: str | None = None
+
+    def spec(self) -> dict:
+        return {
+            "probe": "prompts",
+            "file": self.path,
+            "prompts": len(self.rows),
+            "filler": self.unit,
+            "lead_step": self.step,
+        }
+
+    def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
+        """The first ``n_samples`` prompts of the file (all of them when it has fewer), in file order."""
+        rows = self.rows[: min(n_samples, len(self.rows))]
+        self.unit = self.unit or self._choose_unit(rows, [d + lead for d in offsets for lead in range(self.step)])
+        for content_id, row in enumerate(rows):
+            lead = (self.align - len(self._ids("".join(self._split(row["prompt"]))))) % self.step
+            yield [self._item(row, content_id, d, lead) for d in offsets]
+
+    def _ids(self, text: str) -> list[int]:
+        return ([self.bos] if self.bos is not None else []) + self.encode(text)
+
+    def _split(self, prompt: str) -> tuple[str, str]:
+        return tuple(prompt.split(PLACEHOLDER)) if PLACEHOLDER in prompt else ("", prompt)
+
+    def _choose_unit(self, rows: list[dict], offsets: list[int]) -> str:
+        """The first filler (or the user's) whose n copies add n tokens to every prompt, all one
+        token, with the tokens on both sides unchanged."""
+        bases = [self.filler] if self.filler else list(FILLERS)
+        tried = []
+        for base in bases:
+            for unit in (base, " " + base, base + " "):
+                if all(self._pads_cleanly(row["prompt"], unit, n) for row in rows for n in offsets):
+                    return unit
+                tried.append(repr(unit))
+        raise ProbeError(
+            f"no filler adds exactly one token per copy to every prompt without changing its neighbours with this "
+            f"tokenizer (tried {', '.join(tried)}); pass --filler with a unit that does, or put {PLACEHOLDER} where a "
+            "filler cannot merge with the text around it (e.g. after a newline)"
+        )
+
+    def _pads_cleanly(self, prompt: str, unit: str, n: int) -> bool:
+        before, after = self._split(prompt)
+        bare, padded = self._ids(before + after), self._ids(before + unit * n + after)
+        if len(padded) != len(bare) + n:
+            return False
+        for split in range(len(bare) + 1):
+            if padded[:split] == bare[:split] and padded[split + n :] == bare[split:]:
+                return len(set(padded[split : split + n])) <= 1
+        return False
+
+    def _item(self, row: dict, content_id: int, d: int, lead: int) -> ProbeItem:
+        before, after = self._split(row["prompt"])
+        text = before + self.unit * (lead + d) + after
+        prompt = self._ids(text)
+        candidates = {}
+        for name, answer in row["candidates"].items():
+            full = self._ids(text + answer)
+            if full[: len(prompt)] != prompt:
+                raise ProbeError(
+                    f"prompt {content_id + 1} of {self.path}: candidate {name!r} ({answer!r}) merges with the end of "
+                    "the prompt when tokenized; end the prompt at a token boundary (e.g. put the space in the answer)"
+                )
+            candidates[name] = full[len(prompt) :]
+        return ProbeItem(
+            content_id=content_id,
+            offset=d,
+            input_ids=prompt,
+            candidates=candidates,
+            target=row["target"],
+            anchor_pos=len(prompt),
+            answer_pos=len(prompt),
+            rule="greedy" if row["exact"] else "choice",
+        )
