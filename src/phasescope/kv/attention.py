@@ -127,8 +127,9 @@ def _block_segments(
     return segments
 
 
-# Inference fast path. Entries that every query of a block already sees need no mask; they
-# are attended in place (no copy) and merged with the masked rest through log-sum-exps.
+# Inference fast path (``_split_attention``). Entries that every query of a block already
+# sees need no mask; they are attended in place (no copy) and merged with the masked rest
+# through log-sum-exps.
 # torch's CPU flash kernel returns the log-sum-exp, but not differentiably, so training
 # (and other devices) use the concatenated path above.
 _FLASH_WITH_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -164,10 +165,11 @@ def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink
     folded into rows). Entries that every query of a bulk block sees are attended in one
     unmasked call: torch's CPU flash kernel only tiles its queries by 256 from 768 rows on,
     so small calls run at half its speed. The rest -- the raw band and the entries completing
-    inside the bulk block -- is attended per sub-block of ``block`` queries with a boolean
-    visibility mask, and the parts are merged exactly through their log-sum-exps (plus the
-    sink's term). The output is written into one [B,T,H,D] buffer (returned as its [B,H,T,D]
-    view), so the caller's transpose before the output projection copies nothing.
+    inside the bulk block -- is attended per sub-block of ``block`` queries with a visibility
+    mask (additive, -inf where hidden; the kernel takes no boolean mask), and the parts are
+    merged exactly through their log-sum-exps (plus the sink's term). The output is written
+    into one [B,T,H,D] buffer (returned as its [B,H,T,D] view), so the caller's transpose
+    before the output projection copies nothing.
     """
     b, h, t, d = q.shape
     hk = kv.raw_k.shape[1]

@@ -67,7 +67,7 @@ class Attention(nn.Module):
     bulk_rows = 1024  # inference: query rows per unmasked call over entries (joint_attention)
     # Inference: a compressed or sliding layer reads longer inputs in chunks of this many
     # tokens through its cache, as a chunked prefill would (tests shrink it).
-    prefill_chunk = 4096
+    prefill_chunk = 2048
     # Optional top-k style restriction of the visible entries (see kv.attention.EntrySelector).
     entry_selector = None
 
