@@ -64,9 +64,7 @@ def joint_attention(
     # Each query sees its own raw token unless local == 0; only then can a row be empty.
     may_see_nothing = local == 0 and sink is None
     # Heads see different entries only when their entry ends differ (stagger) or a selector acts.
-    per_head_mask = select is not None or (
-        kv.comp_end is not None and kv.comp_end.shape[0] > 1 and not bool((kv.comp_end == kv.comp_end[:1]).all())
-    )
+    per_head_mask = select is not None or _entry_ends_differ(kv)
     outs = []
     for t0 in range(0, t, block):
         t1 = min(t, t0 + block)
@@ -78,6 +76,10 @@ def joint_attention(
             keys, values, mask = _concat(segments)
             outs.append(_fused_attention(q_block, keys, values, mask if per_head_mask else mask[:1], sink))
     return torch.cat(outs, dim=2)
+
+
+def _entry_ends_differ(kv: KVView) -> bool:
+    return kv.comp_end is not None and kv.comp_end.shape[0] > 1 and not bool((kv.comp_end == kv.comp_end[:1]).all())
 
 
 # Decode-sized blocks skip the concatenation of key segments that the fused kernel needs.
@@ -151,7 +153,7 @@ def _can_split(q: torch.Tensor, kv: KVView, local, select) -> bool:
 
 
 def _flash_lse(q, keys, values, mask=None):
-    """q [B,Hk,R,D], keys/values [B,Hk,K,D], mask [Hk,R,K] -> (out [B,Hk,R,D], lse [B,Hk,R])."""
+    """q [B,Hk,R,D], keys/values [B,Hk,K,D], mask [Hk or 1,R,K] -> (out [B,Hk,R,D], lse [B,Hk,R])."""
     bias = None
     if mask is not None:
         bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))[None]
@@ -176,6 +178,8 @@ def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink
     g = h // hk
     out = q.new_empty(b, t, h, d).transpose(1, 2)
     bulk = _bulk_queries(block, bulk_rows, g)
+    # without stagger every KV head sees the same keys: one mask broadcast over the heads
+    mask_heads = hk if _entry_ends_differ(kv) else 1
     sink_rows = None if sink is None else sink.to(torch.promote_types(q.dtype, torch.float32)).view(1, hk, g, 1)
     for b0 in range(0, t, bulk):
         b1 = min(t, b0 + bulk)
@@ -193,7 +197,7 @@ def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink
             edge = _block_segments(kv, q_start + t0, q_start + t1, local, strict, q_block, None, first_entry=n_bulk)
             keys, values, mask = _concat(edge)
             rows = q_block.reshape(b, hk, g * (t1 - t0), d)
-            mask = mask[:, None].expand(hk, g, t1 - t0, mask.shape[-1]).reshape(hk, g * (t1 - t0), -1)
+            mask = mask[:mask_heads, None].expand(-1, g, t1 - t0, -1).reshape(mask_heads, g * (t1 - t0), -1)
             o, lse = _flash_lse(rows, keys, values, mask)
             parts = [(o.reshape(b, hk, g, t1 - t0, d), lse.reshape(b, hk, g, t1 - t0))]
             if bulk_part is not None:
