@@ -319,7 +319,7 @@ class Decoder(nn.Module):
         Returns [B, max_new_tokens]. temperature 0 = greedy.
         """
         cache = self.new_cache()
-        logits = self(input_ids, 0, cache)[:, -1]
+        logits = self(input_ids, 0, cache, logits_at=slice(-1, None))[:, -1]
         out = []
         for _ in range(max_new_tokens):
             if temperature > 0:
