@@ -164,3 +164,15 @@ def test_logits_at_selected_positions_equal_those_of_all_positions():
     torch.testing.assert_close(model(ids, logits_at=slice(-1, None)), every[:, -1:], rtol=0, atol=0)
     picked = torch.tensor([0, 7, T - 1])
     torch.testing.assert_close(model(ids, logits_at=picked), every[:, picked], rtol=0, atol=0)
+
+
+def test_chunked_inference_calls_forward_hooks_once():
+    model = tiny_model(SCHEME_CASES["scalar_gate-s4w4"])
+    calls = []
+    for block in model.blocks:
+        block.attn.prefill_chunk, block.mlp.chunk = 4, 5
+        block.attn.register_forward_hook(lambda module, args, out: calls.append(out.shape[1]))
+        block.mlp.register_forward_hook(lambda module, args, out: calls.append(out.shape[1]))
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(10)))
+    assert calls == [T] * 4

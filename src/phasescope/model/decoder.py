@@ -104,9 +104,12 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         """x [B,T,C] at positions start_pos.. -> [B,T,C]; appends to ``cache`` when given."""
-        b, t, _ = x.shape
-        if t > self.prefill_chunk and self.scheme.kind != "full" and not _needs_grad(x, self):
+        if x.shape[1] > self.prefill_chunk and self.scheme.kind != "full" and not _needs_grad(x, self):
             return self._forward_in_chunks(x, start_pos, cache)
+        return self._forward_whole(x, start_pos, cache)
+
+    def _forward_whole(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
+        b, t, _ = x.shape
         q, k, v = self.project(x)
         feats = self.pooler.features(x, k, v) if self.pooler is not None else None
         out = self.attend(q, k, v, feats, start_pos, cache, self.rope)
@@ -115,12 +118,13 @@ class Attention(nn.Module):
     def _forward_in_chunks(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         """Inference: the same output as one call, read ``prefill_chunk`` tokens at a time
         through the cache. A layer with a local window then never holds the RoPE'd queries,
-        keys or pooling features of the whole input, only one chunk's and the entries."""
+        keys or pooling features of the whole input, only one chunk's and the entries. (The
+        chunks bypass ``__call__``: a forward hook on this module sees the whole call once.)"""
         cache = cache if cache is not None else LayerCache()
         out = torch.empty_like(x)
         for c0 in range(0, x.shape[1], self.prefill_chunk):
             c1 = min(x.shape[1], c0 + self.prefill_chunk)
-            out[:, c0:c1] = self(x[:, c0:c1], start_pos + c0, cache)
+            out[:, c0:c1] = self._forward_whole(x[:, c0:c1], start_pos + c0, cache)
         return out
 
     def attend(
@@ -226,11 +230,14 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[1] <= self.chunk or _needs_grad(x, self):
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+            return self._apply_rows(x)
         out = torch.empty_like(x)
         for c0 in range(0, x.shape[1], self.chunk):
-            out[:, c0 : c0 + self.chunk] = self(x[:, c0 : c0 + self.chunk])
+            out[:, c0 : c0 + self.chunk] = self._apply_rows(x[:, c0 : c0 + self.chunk])
         return out
+
+    def _apply_rows(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class Block(nn.Module):
@@ -289,7 +296,8 @@ class Decoder(nn.Module):
         """input_ids [B,T] -> logits [B,T,V] (float32).
 
         logits_at: only the logits at these indices of the T new tokens (an index tensor or a
-        slice), [B,P,V]; at long inputs [B,T,V] float32 logits outweigh everything else.
+        slice), [B,P,V]. With a large vocabulary, [B,T,V] float32 logits of a long input
+        outweigh everything else the forward holds.
         """
         if input_ids.dim() != 2:
             raise InputError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
