@@ -8,7 +8,9 @@ projections: pooling, RoPE of entries, the joint softmax; for full attention tor
 The baseline is the same layer with full attention (torch's fused SDPA kernel), measured in
 the same run; every number is reported as a ratio against it. Peak memory is the rise of
 the process's max RSS during the whole-layer forwards (input and weights already there),
-measured in a fresh subprocess per configuration.
+measured in a fresh subprocess per configuration. Prefill runs under no_grad, as scoring
+does: the compressed layer then reads inputs longer than ``Attention.prefill_chunk`` in
+chunks through its cache; the attention-only timing runs on the whole sequence at once.
 Decode caches are built directly at the target length (a real prefill at 128K would take
 hours with full attention on a CPU); a step includes appending to the cache, timed after
 one warm-up step.
@@ -132,7 +134,7 @@ def decode_step(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
-    parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--json", help="also write the rows to this JSON file (its other keys are kept)")
     parser.add_argument("--prefill-only", action="store_true", help="skip the decode rows")
     args = parser.parse_args()
     torch.set_num_threads(2)
