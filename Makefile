@@ -41,6 +41,7 @@ format: venv
 
 bench: venv
 	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json
+	$(BIN)/python benchmarks/long_forward.py --json docs/attention_benchmark.json
 	$(BIN)/python benchmarks/training.py --json docs/training_benchmark.json
 	$(BIN)/python benchmarks/sweep_overhead.py
 	$(BIN)/python benchmarks/sweep_prefix.py

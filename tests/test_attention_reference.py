@@ -93,3 +93,39 @@ def test_inference_fast_path_matches_loop_reference(name):
     x = torch.randn(2, 31, 32, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(attn(x, 0, None), reference_attention(attn, x), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEME_CASES))
+@pytest.mark.parametrize(("query_block", "bulk_rows"), [(4, 16), (3, 1)])
+def test_fast_path_bulk_blocks_match_loop_reference(name, query_block, bulk_rows):
+    """Bulk blocks (entries every query of the block sees, one unmasked call) of several sub-blocks
+    each, a last partial bulk and sub-block: same numbers as the loop reference."""
+    model = tiny_model(SCHEME_CASES[name], n_layers=1, n_heads=4, n_kv_heads=2)
+    attn = model.blocks[0].attn
+    attn.query_block, attn.bulk_rows = query_block, bulk_rows
+    x = torch.randn(2, 37, 32, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, 0, None), reference_attention(attn, x), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "name", ["scalar_gate-s4w4", "channel_gate-v4-valuerope", "mean-s4w4-stagger-winrope", "sliding-3"]
+)
+@pytest.mark.parametrize("chunk", [1, 5, 8])
+def test_chunked_inference_prefill_matches_loop_reference(name, chunk):
+    """Inference reads a long input in chunks through the layer's cache: same output."""
+    model = tiny_model(SCHEME_CASES[name], n_layers=1, n_heads=4, n_kv_heads=2)
+    attn = model.blocks[0].attn
+    attn.prefill_chunk, attn.query_block, attn.bulk_rows = chunk, 3, 12
+    x = torch.randn(2, 29, 32, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, 0, None), reference_attention(attn, x), rtol=1e-9, atol=1e-10)
+
+
+def test_fast_path_keeps_its_query_blocks_at_the_flash_kernels_efficient_size():
+    """The bulk call covers >= bulk_rows rows (queries x heads per KV head) and a multiple of the block."""
+    from phasescope.kv.attention import _bulk_queries
+
+    assert _bulk_queries(block=256, bulk_rows=1024, group=1) == 1024
+    assert _bulk_queries(block=256, bulk_rows=1024, group=4) == 256
+    assert _bulk_queries(block=128, bulk_rows=1000, group=3) == 384

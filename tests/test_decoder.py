@@ -135,3 +135,44 @@ def test_cache_does_not_pin_prefill_sized_buffers():
     full_raw = 2 * 610 * 2 * 8 * 8  # what keeping all raw K and V would cost
     assert allocated <= 1.125 * logical + 4 * 65 * 2 * 8 * 8
     assert allocated < full_raw / 2
+
+
+@pytest.mark.parametrize(
+    "name", ["scalar_gate-s4w4", "channel_gate-s3w6-align2", "scalar_gate-stagger-sink", "sliding-3"]
+)
+def test_chunked_inference_prefill_then_decode_equals_parallel_forward(name):
+    """Inference reads long inputs in chunks (attention through its cache, MLP by rows); a
+    cache filled that way continues exactly like one filled in one piece."""
+    model = tiny_model(SCHEME_CASES[name], token_shift=True)
+    ids = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(8))
+    parallel = model(ids)  # with gradients: one piece
+    for block in model.blocks:
+        block.attn.prefill_chunk, block.attn.query_block, block.attn.bulk_rows, block.mlp.chunk = 4, 3, 6, 5
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), parallel, rtol=1e-9, atol=1e-9)
+        cache = model.new_cache()
+        steps = [model(ids[:, :17], 0, cache)]
+        for t in range(17, T):
+            steps.append(model(ids[:, t : t + 1], t, cache))
+    torch.testing.assert_close(torch.cat(steps, dim=1), parallel, rtol=1e-9, atol=1e-9)
+
+
+def test_logits_at_selected_positions_equal_those_of_all_positions():
+    model = tiny_model(SCHEME_CASES["scalar_gate-s4w4"], token_shift=True)
+    ids = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(9))
+    every = model(ids)
+    torch.testing.assert_close(model(ids, logits_at=slice(-1, None)), every[:, -1:], rtol=0, atol=0)
+    picked = torch.tensor([0, 7, T - 1])
+    torch.testing.assert_close(model(ids, logits_at=picked), every[:, picked], rtol=0, atol=0)
+
+
+def test_chunked_inference_calls_forward_hooks_once():
+    model = tiny_model(SCHEME_CASES["scalar_gate-s4w4"])
+    calls = []
+    for block in model.blocks:
+        block.attn.prefill_chunk, block.mlp.chunk = 4, 5
+        block.attn.register_forward_hook(lambda module, args, out: calls.append(out.shape[1]))
+        block.mlp.register_forward_hook(lambda module, args, out: calls.append(out.shape[1]))
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(10)))
+    assert calls == [T] * 4

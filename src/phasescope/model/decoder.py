@@ -64,6 +64,10 @@ class Rotary(nn.Module):
 
 class Attention(nn.Module):
     query_block = 256  # queries per block in joint_attention (tests shrink it)
+    bulk_rows = 1024  # inference: query rows per unmasked call over entries (joint_attention)
+    # Inference: a compressed or sliding layer reads longer inputs in chunks of this many
+    # tokens through its cache, as a chunked prefill would (tests shrink it).
+    prefill_chunk = 2048
     # Optional top-k style restriction of the visible entries (see kv.attention.EntrySelector).
     entry_selector = None
 
@@ -100,11 +104,28 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         """x [B,T,C] at positions start_pos.. -> [B,T,C]; appends to ``cache`` when given."""
+        if x.shape[1] > self.prefill_chunk and self.scheme.kind != "full" and not _needs_grad(x, self):
+            return self._forward_in_chunks(x, start_pos, cache)
+        return self._forward_whole(x, start_pos, cache)
+
+    def _forward_whole(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = self.project(x)
         feats = self.pooler.features(x, k, v) if self.pooler is not None else None
         out = self.attend(q, k, v, feats, start_pos, cache, self.rope)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+    def _forward_in_chunks(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
+        """Inference: the same output as one call, read ``prefill_chunk`` tokens at a time
+        through the cache. A layer with a local window then never holds the RoPE'd queries,
+        keys or pooling features of the whole input, only one chunk's and the entries. (The
+        chunks bypass ``__call__``: a forward hook on this module sees the whole call once.)"""
+        cache = cache if cache is not None else LayerCache()
+        out = torch.empty_like(x)
+        for c0 in range(0, x.shape[1], self.prefill_chunk):
+            c1 = min(x.shape[1], c0 + self.prefill_chunk)
+            out[:, c0:c1] = self._forward_whole(x[:, c0:c1], start_pos + c0, cache)
+        return out
 
     def attend(
         self,
@@ -190,10 +211,17 @@ class Attention(nn.Module):
             sink=self.sink,
             select=self.entry_selector,
             block=self.query_block,
+            bulk_rows=self.bulk_rows,
         )
 
 
+def _needs_grad(x: torch.Tensor, module: nn.Module) -> bool:
+    return torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in module.parameters()))
+
+
 class MLP(nn.Module):
+    chunk = 4096  # inference: tokens per pass, so the [T, d_ff] activations never exist at once
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
@@ -201,6 +229,14 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] <= self.chunk or _needs_grad(x, self):
+            return self._apply_rows(x)
+        out = torch.empty_like(x)
+        for c0 in range(0, x.shape[1], self.chunk):
+            out[:, c0 : c0 + self.chunk] = self._apply_rows(x[:, c0 : c0 + self.chunk])
+        return out
+
+    def _apply_rows(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -250,8 +286,19 @@ class Decoder(nn.Module):
             cache.prev_embed = x[:, -1:]
         return x + self.shift(prev)
 
-    def forward(self, input_ids: torch.Tensor, start_pos: int = 0, cache: KVCache | None = None) -> torch.Tensor:
-        """input_ids [B,T] -> logits [B,T,V] (float32)."""
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        start_pos: int = 0,
+        cache: KVCache | None = None,
+        logits_at: torch.Tensor | slice | None = None,
+    ) -> torch.Tensor:
+        """input_ids [B,T] -> logits [B,T,V] (float32).
+
+        logits_at: only the logits at these indices of the T new tokens (an index tensor or a
+        slice), [B,P,V]. With a large vocabulary, [B,T,V] float32 logits of a long input
+        outweigh everything else the forward holds.
+        """
         if input_ids.dim() != 2:
             raise InputError(f"input_ids must be [batch, tokens]; got shape {tuple(input_ids.shape)}")
         if cache is not None and start_pos != cache.length:
@@ -263,6 +310,8 @@ class Decoder(nn.Module):
             x = block(x, start_pos, None if cache is None else cache.layers[i])
         if cache is not None:
             cache.length += input_ids.shape[1]
+        if logits_at is not None:
+            x = x[:, logits_at]
         return self.lm_head(self.norm(x)).float()
 
     @torch.no_grad()
@@ -278,7 +327,7 @@ class Decoder(nn.Module):
         Returns [B, max_new_tokens]. temperature 0 = greedy.
         """
         cache = self.new_cache()
-        logits = self(input_ids, 0, cache)[:, -1]
+        logits = self(input_ids, 0, cache, logits_at=slice(-1, None))[:, -1]
         out = []
         for _ in range(max_new_tokens):
             if temperature > 0:
