@@ -271,12 +271,20 @@ def sweep(
     step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
     align: int = typer.Option(None, min=0, help="Window align; default: the model's own config."),
     offsets: str = typer.Option("0:24", help="Offsets d: start:stop or a comma list; >= two periods of the step."),
-    samples: int = typer.Option(50, min=1, help="Content samples; each is scored at every offset (paired)."),
+    samples: int = typer.Option(
+        None,
+        min=1,
+        help="Content samples; each is scored at every offset (paired). Default 50; padding-completion: N distinct "
+        "(function, docstring) pairs of its built-in code prompts (at most 64, more is refused), with --probe-file "
+        "every prompt in the file (default) or the first N.",
+    ),
     design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
     seed: int = typer.Option(0, help="Seed of the probe's content."),
     batch_size: int = typer.Option(16, min=1, help="Sequences per forward pass."),
     probe_file: str = typer.Option(
-        None, help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit."
+        None,
+        help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit, name; or a "
+        "list of such prompts, one content each.",
     ),
     local: int = typer.Option(
         None,
@@ -342,8 +350,6 @@ def sweep(
         out,
         "--offsets",
         offsets,
-        "--samples",
-        str(samples),
         "--design",
         design,
         "--seed",
@@ -351,6 +357,7 @@ def sweep(
         "--batch-size",
         str(batch_size),
     ]
+    args += ["--samples", str(samples)] if samples is not None else []
     args += ["--step", str(step)] if step is not None else []
     args += ["--align", str(align)] if align is not None else []
     args += ["--local", str(local)] if local is not None else []
@@ -366,7 +373,7 @@ def sweep(
 
     if probe_file and probe != "padding-completion":
         fail(f"--probe-file is for --probe padding-completion; the {probe} probe does not read it")
-    completion = CompletionSpec.from_file(probe_file) if probe_file else None
+    completion = CompletionSpec.list_from_file(probe_file) if probe_file else None
     result = run(
         model,
         probe,

@@ -37,6 +37,9 @@ class ChatTemplated(Probe):
     def spec(self) -> dict:
         return {**self.inner.spec(), "chat_template": {"prefix_ids": self.prefix, "suffix_ids": self.suffix}}
 
+    def default_samples(self) -> int:
+        return self.inner.default_samples()
+
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         return [self._wrap(item) for item in self.inner.items(offsets, n_samples, rng)]
 
