@@ -430,7 +430,16 @@ def analyze(
 
 
 def print_metrics(metrics: dict, title: str) -> None:
-    from phasescope.reporting.text import flip_line, gap_line, interval, number, period_line, window_line
+    from phasescope.reporting.text import (
+        flip_line,
+        gap_line,
+        interval,
+        number,
+        period_line,
+        probability_line,
+        probability_table,
+        window_line,
+    )
 
     table = Table(title=f"{title}: step {metrics['step']}")
     for col in ("phase", "n", "accuracy [Wilson 95%]", "drift-adjusted", "effect pp [95%]", "mean log p", "margin"):
@@ -451,6 +460,16 @@ def print_metrics(metrics: dict, title: str) -> None:
     for line in (gap_line(metrics), period_line(metrics), flip_line(metrics), window_line(metrics)):
         if line:
             console.print(line)
+    probabilities = probability_table(metrics)
+    if probabilities is not None:
+        head, rows = probabilities
+        table = Table(title="mean probability of each candidate per phase")
+        for col in head:
+            table.add_column(col, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        console.print(probability_line(metrics))
 
 
 @command()
