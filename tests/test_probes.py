@@ -1,5 +1,6 @@
 """Probes are token-exact: the anchor lands where planned at every offset."""
 
+import json
 import re
 
 import numpy as np
@@ -67,28 +68,101 @@ def _bpe_tokenizer():
     return tok
 
 
-def test_padding_completion_anchor_lands_where_planned_with_a_local_bpe():
+def _by_content(items):
+    groups = {}
+    for item in items:
+        groups.setdefault(item.content_id, []).append(item)
+    return groups
+
+
+def test_padding_completion_samples_distinct_token_exact_contents_with_a_local_bpe():
+    from phasescope.probes.code_prompts import PROMPTS
+
     tok = _bpe_tokenizer()
     probe = PaddingCompletionProbe(tok)
-    items = probe.items(OFFSETS, 1, np.random.default_rng(0))
-    base = items[0].answer_pos
-    for item in items:
-        assert item.anchor_pos == item.answer_pos == base + item.offset == len(item.input_ids)
-        assert set(item.candidates) == {"right", "wrong"}
-    assert probe.unit is not None
-    assert len(tok.encode(probe.unit * 5).ids) == 5
+    groups = _by_content(probe.items(OFFSETS, 12, np.random.default_rng(0)))
+    assert sorted(groups) == list(range(12)) and len(probe.contents) == len(probe.units) == 12
+    assert len({spec.prompt for spec in probe.contents}) == 12, "12 distinct contents"
+    assert {spec.name.split("/")[0] for spec in probe.contents} == {p.name for p in PROMPTS}, "every function"
+    for c, group in groups.items():
+        spec, unit = probe.contents[c], probe.units[c]
+        base = group[0].answer_pos
+        for item in group:
+            assert item.anchor_pos == item.answer_pos == base + item.offset == len(item.input_ids)
+            assert set(item.candidates) == {"right", "wrong"} and item.target == "right"
+            # the ids are exactly the prompt with n = offset pad units, as the tokenizer reads it
+            assert tok.decode(item.input_ids) == spec.prompt.replace("{pad}", unit * item.offset)
+            assert tok.encode(tok.decode(item.input_ids)).ids == item.input_ids
+        assert len(tok.encode(unit * 5).ids) == 5
+    assert probe.spec()["contents"][0]["pad_unit_used"] == probe.units[0]
+
+
+def test_padding_completion_contents_are_deterministic_given_the_seed():
+    tok = _bpe_tokenizer()
+
+    def names(n, seed):
+        probe = PaddingCompletionProbe(tok)
+        probe.items([0, 1], n, np.random.default_rng(seed))
+        return [spec.name for spec in probe.contents]
+
+    assert names(12, 0) == names(12, 0) and names(12, 0) != names(12, 1)
+    assert names(20, 0)[:12] == names(12, 0), "more samples extend the same list"
+    assert len(set(names(64, 0))) == 64
+    with pytest.raises(ProbeError, match="64 distinct built-in contents"):
+        names(65, 0)
+
+
+def test_the_study_prompt_is_one_of_the_built_in_contents():
+    from phasescope.probes.padding_completion import FP8_PROMPT
+
+    probe = PaddingCompletionProbe(_bpe_tokenizer())
+    probe.items([0], 64, np.random.default_rng(0))
+    assert FP8_PROMPT in [spec.prompt for spec in probe.contents]
 
 
 class MergingTokenizer:
-    """Merges any run of '=' and spaces into one token: no pad unit can work."""
+    """Merges any run of '=' and spaces into one token: no '=' pad unit can work."""
 
     def encode(self, text, add_special_tokens=False):
         return [hash(piece) % 1000 for piece in re.findall(r"[= ]+|\w+|[^\w= ]", text)]
 
 
-def test_pad_unit_that_merges_is_rejected_with_a_clear_error():
-    with pytest.raises(ProbeError, match="no pad unit adds exactly one token per repeat"):
-        PaddingCompletionProbe(MergingTokenizer()).items(OFFSETS, 1, np.random.default_rng(0))
+def test_pad_unit_that_merges_is_rejected_naming_the_content():
+    good = CompletionSpec(prompt="x = 1\n{pad}\ny = x.to(float", pad_unit="#", name="hashes")
+    with pytest.raises(ProbeError, match=r"content 1 \(equals\): no pad unit adds exactly one token per repeat"):
+        PaddingCompletionProbe(MergingTokenizer(), [good, CompletionSpec(name="equals")]).items(
+            OFFSETS, 2, np.random.default_rng(0)
+        )
+    with pytest.raises(ProbeError, match=r"content 0 \([a-z0-9-]+/doc\d\): no pad unit"):
+        PaddingCompletionProbe(MergingTokenizer()).items(OFFSETS, 12, np.random.default_rng(0))
+
+
+def test_a_candidate_that_merges_with_the_prompt_end_is_refused_naming_the_content():
+    # "flo" + "at8": the trained BPE reads "float" as one token, so the prompt's last token changes
+    spec = CompletionSpec(prompt="{pad}\ny = x.to(torch.flo", candidates={"right": "at8", "wrong": "at32"}, name="cut")
+    with pytest.raises(ProbeError, match=r"content 0 \(cut\): candidate 'right' \('at8'\) merges"):
+        PaddingCompletionProbe(_bpe_tokenizer(), spec).items(OFFSETS, 1, np.random.default_rng(0))
+
+
+def test_a_list_of_prompts_in_a_probe_file_gives_one_content_each(tmp_path):
+    path = tmp_path / "prompts.json"
+    prompts = [{"prompt": f"x{i} = 1\n#{{pad}}\nreturn x.to(torch.float", "name": f"p{i}"} for i in range(3)]
+    path.write_text(json.dumps(prompts))
+    specs = CompletionSpec.list_from_file(path)
+    assert [s.name for s in specs] == ["p0", "p1", "p2"] and specs[0].candidates == {"right": "8", "wrong": "32"}
+    probe = PaddingCompletionProbe(_bpe_tokenizer(), specs)
+    assert probe.default_samples() == 3
+    assert sorted(_by_content(probe.items(OFFSETS, 3, np.random.default_rng(0)))) == [0, 1, 2]
+    with pytest.raises(ProbeError, match="4 content samples were asked but 3 prompt"):
+        probe.items(OFFSETS, 4, np.random.default_rng(0))
+    with pytest.raises(ProbeError, match="expected one prompt"):
+        CompletionSpec.from_file(path)
+    path.write_text(json.dumps([prompts[0], {"prompt": "no placeholder"}]))
+    with pytest.raises(ProbeError, match="placeholder"):
+        CompletionSpec.list_from_file(path)
+    path.write_text("[]")
+    with pytest.raises(ProbeError, match="empty"):
+        CompletionSpec.list_from_file(path)
 
 
 def test_completion_spec_from_file_validates(tmp_path):

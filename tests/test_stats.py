@@ -157,3 +157,57 @@ def test_interval_excludes_a_value_exactly_when_the_bootstrap_test_rejects_it(n_
     crit = critical_value(null)
     for observed in np.linspace(0.85, 1.0, 3001):
         assert (observed > crit) == (bootstrap_p(null, observed) < 0.05)
+
+
+def _probability_records(rng, p_right, n_content, offsets=range(24), step=4, spread=0.05):
+    """Records whose right candidate has probability p_right[phase] + a content's own shift."""
+    records = []
+    for c in range(n_content):
+        shift = rng.uniform(-spread, spread)
+        for d in offsets:
+            p = p_right[d % step] + shift
+            logprobs = {"right": float(np.log(p)), "wrong": float(np.log(1 - p)), f"pair{c % 3:+d}": -5.0}
+            records.append(
+                dict(
+                    content_id=c, offset=d, phase=d % step, step=step, correct=p > 0.5, logprob_target=logprobs["right"]
+                )
+                | {"logprobs": logprobs, "target": "right"}
+            )
+    return records
+
+
+def test_candidate_probabilities_per_phase_recover_planted_values_with_content_intervals():
+    p_right = (0.264, 0.915, 0.6, 0.4)
+    metrics = analyze_records(_probability_records(np.random.default_rng(0), p_right, 30), n_resamples=200)
+    table = metrics["candidate_probabilities"]
+    assert table["candidates"] == ["right", "wrong"], "names in every record only, in the probe's order"
+    assert "pair+0" in table["note"] and "left out" in table["note"]
+    for row in table["phases"]:
+        truth = p_right[row["phase"]]
+        low, high = row["ci"]["right"]
+        assert low < truth < high and high - low > 0 and row["n_contents"] == 30
+        assert row["mean"]["right"] + row["mean"]["wrong"] == pytest.approx(1.0)
+        assert row["ci"]["wrong"][0] < 1 - truth < row["ci"]["wrong"][1]
+
+
+def test_candidate_probabilities_without_enough_contents_or_data_say_so_and_carry_no_nan():
+    records = [r for r in _probability_records(np.random.default_rng(1), (0.5,) * 4, 5) if r["phase"] != 2]
+    metrics = analyze_records(records, n_resamples=200)
+    table = metrics["candidate_probabilities"]
+    assert "only 5 content samples: intervals need at least 10" in table["note"]
+    assert table["phases"][0]["ci"]["right"] is None and table["phases"][0]["mean"]["right"] is not None
+    assert table["phases"][2] == {
+        "phase": 2,
+        "n_contents": 0,
+        "mean": {"right": None, "wrong": None},
+        "ci": {"right": None, "wrong": None},
+    }
+    json.dumps(metrics, allow_nan=False)
+
+
+def test_candidate_probabilities_skip_records_without_a_score_for_a_candidate():
+    records = _probability_records(np.random.default_rng(2), (0.5,) * 4, 12)
+    records[0]["logprobs"]["wrong"] = None  # a candidate the backend could not score
+    table = analyze_records(records, n_resamples=200)["candidate_probabilities"]
+    assert table["phases"][0]["mean"]["wrong"] is not None
+    json.dumps(table, allow_nan=False)

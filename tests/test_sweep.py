@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -134,6 +135,82 @@ def test_hf_directory_with_a_tokenizer_is_swept_with_the_text_probe(tmp_path):
     result = phasescope.sweep(f"hf:{tmp_path / 'm'}", step=4, samples=2, out=tmp_path / "kv")
     assert len(result.records) == 48 and all(r["same_window"] is not None for r in result.records)
     assert phasescope.analyze(tmp_path / "kv", n_resamples=100)["step"] == 4
-    fp8 = phasescope.sweep(f"hf:{tmp_path / 'm'}", probe="padding-completion", step=4, out=tmp_path / "fp8")
-    assert len(fp8.records) == 24 and set(fp8.records[0]["logprobs"]) == {"right", "wrong"}
-    assert sorted({r["phase"] for r in fp8.records}) == [0, 1, 2, 3]
+
+
+class PhaseProbabilities:
+    """A planted model for the code probe: at every position t the next token is the right
+    candidate with probability P_RIGHT[phase of t + 1] plus a shift of its own per content
+    (from the count of non-pad tokens before it), else the wrong one."""
+
+    P_RIGHT = (0.264, 0.915, 0.6, 0.4)
+
+    def __init__(self, right: int, wrong: int, pad: int, vocab_size: int):
+        self.right, self.wrong, self.pad, self.vocab_size = right, wrong, pad, vocab_size
+
+    def shift(self, ids: torch.Tensor) -> torch.Tensor:
+        return 0.05 * ((ids != self.pad).cumsum(-1) % 3 - 1).double()
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        phase = (torch.arange(ids.shape[1]) + 1) % 4
+        p = torch.tensor(self.P_RIGHT, dtype=torch.double)[phase] + self.shift(ids)
+        logits = torch.full((*ids.shape, self.vocab_size), -30.0, dtype=torch.double)
+        logits[..., self.right], logits[..., self.wrong] = p.log(), (1 - p).log()
+        return logits.float()
+
+
+def test_planted_phase_probabilities_of_the_code_probe_are_recovered_with_content_intervals(tmp_path):
+    from phasescope.probes import PaddingCompletionProbe
+    from phasescope.probes.padding_completion import builtin_contents
+    from test_probes import _bpe_tokenizer
+
+    tok = _bpe_tokenizer()
+    specs = [
+        s for s in builtin_contents(64, np.random.default_rng(0)) if s.name.split("/")[0] in ("fp8-cast", "int8-cast")
+    ]
+    probe = PaddingCompletionProbe(tok, specs)
+    items = [it for it in probe.items(list(range(24)), len(specs), np.random.default_rng(0)) if it.offset == 0]
+    assert len(specs) == 16 and {tuple(it.candidates["right"]) for it in items} == {tuple(tok.encode("8").ids)}
+    (right,), (wrong,), (pad,) = (tok.encode(x).ids for x in ("8", "32", probe.units[0]))
+    model = PhaseProbabilities(right, wrong, pad, tok.get_vocab_size())
+    shifts = [float(model.shift(torch.tensor([it.input_ids]))[0, -1]) for it in items]  # one per content
+    assert len(set(shifts)) > 1, "contents differ, so intervals have width"
+    loaded = from_callable(model, vocab_size=tok.get_vocab_size(), step=4, align=0)
+    phasescope.sweep(loaded, "padding-completion", tokenizer=tok, completion=specs, out=tmp_path)
+    metrics = phasescope.analyze(tmp_path, n_resamples=300)
+    table = metrics["candidate_probabilities"]
+    assert table["candidates"] == ["right", "wrong"] and metrics["n_contents"] == 16
+    # planted: what the model gives on average over these contents (its shifts need not average zero)
+    planted = np.array(model.P_RIGHT) + float(np.mean(shifts))
+    for row in table["phases"]:
+        low, high = row["ci"]["right"]
+        assert row["mean"]["right"] == pytest.approx(planted[row["phase"]], abs=1e-4)
+        assert low < planted[row["phase"]] < high and high - low > 0
+        assert sum(low < v < high for v in planted) == 1, "the interval tells this phase from the others"
+    assert [r["accuracy"] for r in metrics["phases"]] == [0.0, 1.0, 1.0, 0.0]
+    assert metrics["gap_pp"] == pytest.approx(100) and metrics["gap_p_value"] is not None
+
+
+def test_code_probe_sampled_end_to_end_on_a_tiny_hf_model_gives_intervals(tmp_path):
+    """`phasescope sweep --probe padding-completion --samples 12` on a tiny transformers Qwen3
+    with a local tokenizer, then analyze and report: twelve contents, intervals with width,
+    p-values present (random weights: mechanics, not accuracy)."""
+    from hf_models import tiny_qwen3, word_tokenizer
+    from phasescope.cli import app
+
+    tiny_qwen3(tmp_path / "m", word_tokenizer())
+    run, runner = str(tmp_path / "fp8"), CliRunner()
+    args = ["sweep", "--model", f"hf:{tmp_path / 'm'}", "--probe", "padding-completion", "--step", "4"]
+    result = runner.invoke(app, [*args, "--samples", "12", "--out", run, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["analyze", run, "--resamples", "200"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0 and "P(right) [95%]" in result.output and "P(wrong) [95%]" in result.output
+    metrics = json.loads((tmp_path / "fp8" / "metrics.json").read_text())
+    assert metrics["n_contents"] == 12 and metrics["n_records"] == 12 * 24
+    assert metrics["gap_p_value"] is not None and metrics["homogeneity_p_value"] is not None
+    for row in metrics["candidate_probabilities"]["phases"]:
+        low, high = row["ci"]["right"]
+        assert high - low > 0 and row["n_contents"] == 12
+    spec = json.loads((tmp_path / "fp8" / "spec.json").read_text())["probe"]
+    assert len({c["prompt"] for c in spec["contents"]}) == 12
+    assert runner.invoke(app, ["report", run]).exit_code == 0
+    assert "Mean probability of each candidate per phase" in (tmp_path / "fp8" / "report.html").read_text()

@@ -118,7 +118,8 @@ def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, hay
         )
     if tokenizer is None:
         raise ProbeError("padding-completion needs a tokenizer (a HF model or tokenizer=...)")
-    return PaddingCompletionProbe(tokenizer, completion or CompletionSpec(), bos_id=bos_id)
+    # completion None: the built-in code prompts
+    return PaddingCompletionProbe(tokenizer, completion, bos_id, haystack.step, haystack.align)
 
 
 def sweep(
@@ -128,14 +129,14 @@ def sweep(
     step: int | None = None,
     align: int | None = None,
     offsets=range(24),
-    samples: int = 50,
+    samples: int | None = None,
     design: str = "shift-needle",
     seed: int = 0,
     batch_size: int | None = None,
     out: str | Path | None = None,
     task: RetrievalTask | None = None,
     tokenizer=None,
-    completion: CompletionSpec | None = None,
+    completion: CompletionSpec | list[CompletionSpec] | None = None,
     progress: bool = False,
     command: str | None = None,
     local: int | None = None,
@@ -151,6 +152,9 @@ def sweep(
     filler: str | None = None,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
+
+    ``samples``: content samples (default: 50; padding-completion with ``completion`` given:
+    every prompt given, one content each; without, the built-in code prompts).
 
     ``model``: a phasescope model directory, a ``Decoder``, or any callable
     ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])``. ``step``/``align`` default
@@ -205,7 +209,7 @@ def sweep(
         loaded,
         probe_obj,
         offsets=list(offsets),
-        samples=samples,
+        samples=samples if samples is not None else probe_obj.default_samples(),
         seed=seed,
         step=step,
         align=align,

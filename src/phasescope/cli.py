@@ -276,14 +276,22 @@ def sweep(
     step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
     align: int = typer.Option(None, min=0, help="Window align; default: the model's own config."),
     offsets: str = typer.Option("0:24", help="Offsets d: start:stop or a comma list; >= two periods of the step."),
-    samples: int = typer.Option(50, min=1, help="Content samples; each is scored at every offset (paired)."),
+    samples: int = typer.Option(
+        None,
+        min=1,
+        help="Content samples; each is scored at every offset (paired). Default 50; padding-completion: N distinct "
+        "(function, docstring) pairs of its built-in code prompts (at most 64, more is refused), with --probe-file "
+        "every prompt in the file (default) or the first N.",
+    ),
     design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
     seed: int = typer.Option(0, help="Seed of the probe's content."),
     batch_size: int = typer.Option(
         None, min=1, help="Sequences per forward pass (default: 16, fewer for prompts over 2K tokens; 1 from 32K)."
     ),
     probe_file: str = typer.Option(
-        None, help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit."
+        None,
+        help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit, name; or a "
+        "list of such prompts, one content each.",
     ),
     local: int = typer.Option(
         None,
@@ -365,14 +373,13 @@ def sweep(
         out,
         "--offsets",
         offsets,
-        "--samples",
-        str(samples),
         "--design",
         design,
         "--seed",
         str(seed),
     ]
     args += ["--batch-size", str(batch_size)] if batch_size is not None else []
+    args += ["--samples", str(samples)] if samples is not None else []
     args += ["--step", str(step)] if step is not None else []
     args += ["--align", str(align)] if align is not None else []
     args += ["--local", str(local)] if local is not None else []
@@ -391,7 +398,7 @@ def sweep(
 
     if probe_file and probe != "padding-completion":
         fail(f"--probe-file is for --probe padding-completion; the {probe} probe does not read it")
-    completion = CompletionSpec.from_file(probe_file) if probe_file else None
+    completion = CompletionSpec.list_from_file(probe_file) if probe_file else None
     result = run(
         model,
         probe,
@@ -451,7 +458,16 @@ def analyze(
 
 
 def print_metrics(metrics: dict, title: str) -> None:
-    from phasescope.reporting.text import flip_line, gap_line, interval, number, period_line, window_line
+    from phasescope.reporting.text import (
+        flip_line,
+        gap_line,
+        interval,
+        number,
+        period_line,
+        probability_line,
+        probability_table,
+        window_line,
+    )
 
     table = Table(title=f"{title}: step {metrics['step']}")
     for col in ("phase", "n", "accuracy [Wilson 95%]", "drift-adjusted", "effect pp [95%]", "mean log p", "margin"):
@@ -472,6 +488,16 @@ def print_metrics(metrics: dict, title: str) -> None:
     for line in (gap_line(metrics), period_line(metrics), flip_line(metrics), window_line(metrics)):
         if line:
             console.print(line)
+    probabilities = probability_table(metrics)
+    if probabilities is not None:
+        head, rows = probabilities
+        table = Table(title="mean probability of each candidate per phase")
+        for col in head:
+            table.add_column(col, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        console.print(probability_line(metrics))
 
 
 @command()

@@ -19,6 +19,15 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def read_json(path: Path, what: str, fix: str = "") -> dict:
     """The JSON object in ``path`` (``what`` it is, for the message; ``fix`` how to repair it)."""
+    data = read_json_value(path, what, fix)
+    if not isinstance(data, dict):
+        hint = f"; {fix}" if fix else ""
+        raise InputError(f"{path}: the {what} must be a JSON object, not {type(data).__name__}{hint}")
+    return data
+
+
+def read_json_value(path: Path, what: str, fix: str = ""):
+    """Any JSON value in ``path`` (an object, a list ...), with the errors of ``read_json``."""
     hint = f"; {fix}" if fix else ""
     try:
         text = Path(path).read_text()
@@ -30,8 +39,6 @@ def read_json(path: Path, what: str, fix: str = "") -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: the {what} is not valid JSON ({err}){hint}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: the {what} must be a JSON object, not {type(data).__name__}{hint}")
     return data
 
 

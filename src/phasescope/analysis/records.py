@@ -6,7 +6,7 @@ Shape legend: N records, M cells.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,6 +41,9 @@ class RecordArrays:
     margin: np.ndarray  # [N] log p(right) - max log p(other candidates) (nan: no other candidate)
     same_window: np.ndarray  # [N] 1.0 / 0.0, nan when the probe has no key
     variant: np.ndarray  # [N] probe variant (0 unless the probe renders each content several ways)
+    # name -> [N] log-prob, for the candidates named in every record (nan: not scored), in the probe's order
+    candidate_logprobs: dict[str, np.ndarray] = field(default_factory=dict)
+    candidates_left_out: list[str] = field(default_factory=list)  # named in some records only
 
     @classmethod
     def from_records(cls, records: list[dict]) -> RecordArrays:
@@ -48,6 +51,7 @@ class RecordArrays:
         step = int(records[0]["step"])
         ids = sorted({r["content_id"] for r in records})
         index = {c: i for i, c in enumerate(ids)}
+        shared, named = _candidate_names(records)
         return cls(
             step=step,
             content=np.array([index[r["content_id"]] for r in records], dtype=np.int64),
@@ -59,6 +63,8 @@ class RecordArrays:
             margin=np.array([_margin(r) for r in records]),
             same_window=np.array([_flag(r.get("same_window")) for r in records]),
             variant=np.array([r.get("variant", 0) for r in records], dtype=np.int64),
+            candidate_logprobs={name: np.array([_number(r["logprobs"][name]) for r in records]) for name in shared},
+            candidates_left_out=sorted(named - set(shared)),
         )
 
     @classmethod
@@ -84,7 +90,15 @@ class RecordArrays:
         """Records of several renderings of the same contents (same step and content ids)."""
         fields = ("content", "offset", "phase", "correct", "logprob", "margin", "same_window", "variant")
         joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in fields}
-        return cls(step=parts[0].step, content_ids=parts[0].content_ids, **joined)
+        shared = [n for n in parts[0].candidate_logprobs if all(n in p.candidate_logprobs for p in parts)]
+        named = {n for p in parts for n in [*p.candidate_logprobs, *p.candidates_left_out]}
+        return cls(
+            step=parts[0].step,
+            content_ids=parts[0].content_ids,
+            **joined,
+            candidate_logprobs={n: np.concatenate([p.candidate_logprobs[n] for p in parts]) for n in shared},
+            candidates_left_out=sorted(named - set(shared)),
+        )
 
     @property
     def n_contents(self) -> int:
@@ -116,6 +130,22 @@ class RecordArrays:
             phases = np.unique(self.phase[self.offset == d])
             out.append(int(phases[0]) if len(phases) == 1 else None)
         return out
+
+
+def _candidate_names(records: list[dict]) -> tuple[list[str], set[str]]:
+    """Candidate names in every record (in the first record's order) and all names seen: a
+    per-candidate average only means something for a candidate every record has (kv-retrieval
+    names its distractors by their distance to the needle, which varies)."""
+    shared = set(records[0]["logprobs"])
+    named = set()
+    for r in records:
+        shared &= set(r["logprobs"])
+        named |= set(r["logprobs"])
+    return [n for n in records[0]["logprobs"] if n in shared], named
+
+
+def _number(value) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def _flag(value) -> float:

@@ -3,7 +3,8 @@
 ``analyze_records`` puts together: per-phase raw accuracy (Wilson intervals, log-probs,
 margins); phase effects and the gap with the drift over offsets modelled
 (``phase_effects``); the period over offsets (``period``); same-window vs split-window at
-equal value phase (``windows``). A statistic without data is ``None`` ("not estimable"),
+equal value phase (``windows``); the mean probability of each candidate per phase
+(``candidates``). A statistic without data is ``None`` ("not estimable"),
 never a NaN.
 """
 
@@ -14,6 +15,7 @@ import math
 import numpy as np
 from scipy.stats import norm
 
+from phasescope.analysis.candidates import candidate_probabilities
 from phasescope.analysis.flips import phase_flips
 from phasescope.analysis.period import detect_period
 from phasescope.analysis.phase_effects import MAX_TREND_DEGREE, PhaseEffects, fit_phase_effects
@@ -143,4 +145,5 @@ def analyze_arrays(
         "phase_by_offset": phase_by_offset,
         "windows": window_contrast(r, rng, n_resamples),
         "flips": phase_flips(r),
+        "candidate_probabilities": candidate_probabilities(r),
     }

@@ -89,3 +89,7 @@ class Probe:
     def spec(self) -> dict:
         """JSON-able description of the probe's parameters (for spec.json)."""
         raise NotImplementedError
+
+    def default_samples(self) -> int:
+        """Content samples when the caller does not say (a probe with a fixed set: all of them)."""
+        return 50

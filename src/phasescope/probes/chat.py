@@ -38,6 +38,9 @@ class ChatTemplated(Probe):
     def spec(self) -> dict:
         return {**self.inner.spec(), "chat_template": {"prefix_ids": self.prefix, "suffix_ids": self.suffix}}
 
+    def default_samples(self) -> int:
+        return self.inner.default_samples()
+
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         for group in self.inner.stream(offsets, n_samples, rng):
             yield [self._wrap(item) for item in group]

@@ -199,6 +199,12 @@ class TextKVRetrievalProbe(Probe):
         fixed += max(self.params.kv_gaps)
         lengths = np.cumsum([len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True)])
         n = int(np.searchsorted(lengths, budget - fixed, side="right"))
+        if n == len(keys) and most < budget // LINE:  # the format ran out of distinct keys before the context
+            raise ProbeError(
+                f"the {self.format.name} format has {self.format.max_pairs()} distinct keys with this tokenizer, "
+                f"{int(lengths[-1])} tokens of pairs, short of --context-tokens {budget}; use --pair-format numbers "
+                "or codes, or a shorter --context-tokens"
+            )
         if n < self.params.n_distractors + 2:
             raise ProbeError(
                 f"--context-tokens {budget} leaves room for {n} pairs; at least {self.params.n_distractors + 2} "

@@ -1,15 +1,24 @@
-"""``padding-completion``: a fixed prompt whose answer position is moved by padding.
+"""``padding-completion``: code prompts whose answer position is moved by padding.
 
 A pad unit is repeated n times at a chosen place (default: inside a leading docstring, as
 the study's ``=`` padding); n = offset sweeps the phase of the answer position, which is
-the anchor. Built in: a short FP8 quantisation helper whose last line casts to
+the anchor. The study's prompt is a short FP8 quantisation helper whose last line casts to
 ``torch.float8_e4m3fn``; the right next token is ``8``, the wrong one ``32`` (primed by
 ``torch.float32`` earlier in the code).
 
-Token exactness is checked, not assumed: every repeat must add exactly one token and leave
-the tokens around the pad unchanged; BPE often merges runs of ``=``, so the probe tries the
-unit, then the unit with a leading and a trailing space, and raises ``ProbeError`` when
-none works.
+Content samples: by default content i is one function of the built-in set
+(``code_prompts.PROMPTS``: the FP8 helper and other short functions whose answer has a
+plausible wrong twin, candidates named ``right`` and ``wrong``) with one docstring phrasing;
+``--samples N`` draws N distinct (function, phrasing) pairs, deterministic given the seed,
+and refuses more than there are. Own prompts: ``--probe-file`` with one prompt (one content)
+or a list of prompts (content i = the i-th prompt). Each content is scored at every offset
+with n = offset, so contents of different lengths sit at different phases at one offset.
+
+Token exactness is checked per content, not assumed: every repeat must add exactly one token
+and leave the tokens around the pad unchanged; BPE often merges runs of ``=``, so the probe
+tries the unit, then the unit with a leading and a trailing space, and raises ``ProbeError``
+naming the content when none works; an answer that merges with the prompt's last token is
+refused the same way.
 """
 
 from __future__ import annotations
@@ -20,9 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.errors import InputError
+from phasescope.probes import code_prompts
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
-from phasescope.runfiles import read_json
+from phasescope.runfiles import read_json_value
 from phasescope.validation import build
+
+DEFAULT_SAMPLES = 50  # contents when the caller does not say (as kv-retrieval)
 
 FP8_PROMPT = '''import torch
 
@@ -43,13 +55,30 @@ class CompletionSpec:
     candidates: dict = field(default_factory=lambda: {"right": "8", "wrong": "32"})
     target: str = "right"
     pad_unit: str = "="
+    name: str = ""  # names the content in errors and spec.json
 
     @classmethod
     def from_file(cls, path: str | Path) -> CompletionSpec:
-        """JSON with keys prompt, candidates, target, pad_unit."""
-        data = read_json(Path(path), "probe file", 'expected {"prompt": "...{pad}...", "candidates": {...}, ...}')
+        """JSON object with keys prompt, candidates, target, pad_unit, name."""
+        specs = cls.list_from_file(path)
+        if len(specs) != 1:
+            raise ProbeError(f"{path}: expected one prompt (a JSON object), found a list of {len(specs)}")
+        return specs[0]
+
+    @classmethod
+    def list_from_file(cls, path: str | Path) -> list[CompletionSpec]:
+        """One prompt (a JSON object) or several (a non-empty JSON list of objects): one content each."""
+        data = read_json_value(
+            Path(path), "probe file", 'expected {"prompt": "...{pad}...", "candidates": {...}, ...} or a list of them'
+        )
+        items = data if isinstance(data, list) else [data]
+        if not items:
+            raise ProbeError(f"{path}: the list of prompts is empty")
         try:
-            return build(cls, data, f"{path}")
+            return [
+                build(cls, item, f"{path}" + (f" prompt {i}" if isinstance(data, list) else ""))
+                for i, item in enumerate(items)
+            ]
         except InputError as err:
             raise ProbeError(str(err)) from None
 
@@ -65,6 +94,18 @@ class CompletionSpec:
             raise ProbeError(f"pad_unit must be non-empty text, got {self.pad_unit!r}")
         if not isinstance(self.target, str) or self.target not in self.candidates:
             raise ProbeError(f"target {self.target!r} is not one of the candidates {sorted(self.candidates)}")
+        if not isinstance(self.name, str):
+            raise ProbeError(f"name must be text, got {self.name!r}")
+
+
+def builtin_contents(n: int, rng: np.random.Generator) -> list[CompletionSpec]:
+    """n distinct contents of the built-in code prompts (``code_prompts.combinations``)."""
+    out = []
+    for p, q in code_prompts.combinations(n, rng):
+        prompt = code_prompts.PROMPTS[p]
+        text = code_prompts.render(prompt, code_prompts.DOC_PHRASINGS[q])
+        out.append(CompletionSpec(text, {"right": prompt.right, "wrong": prompt.wrong}, name=f"{prompt.name}/doc{q}"))
+    return out
 
 
 def encoder(tokenizer):
@@ -74,79 +115,127 @@ def encoder(tokenizer):
     return lambda text: list(tokenizer.encode(text, add_special_tokens=False))
 
 
+def pads_cleanly(ids, before: str, after: str, unit: str, n: int) -> bool:
+    """True when ``before + unit * n + after`` is the ids of ``before + after`` with n copies of
+    one token inserted (``ids``: text -> token ids): the padding neither merges nor moves a neighbour."""
+    bare, padded = ids(before + after), ids(before + unit * n + after)
+    if len(padded) != len(bare) + n:
+        return False
+    for split in range(len(bare) + 1):
+        if padded[:split] == bare[:split] and padded[split + n :] == bare[split:]:
+            return len(set(padded[split : split + n])) <= 1
+    return False
+
+
+def phase_lead(prompt_len: int, step: int, align: int) -> int:
+    """Extra pad copies (0..step-1) that put a prompt's answer at phase 0 at offset 0, so that at
+    offset d every content's answer sits at phase d mod step, whatever the prompt's length."""
+    return (align - prompt_len) % step
+
+
 class PaddingCompletionProbe(Probe):
     name = "padding-completion"
-    summary = "fixed prompt; a pad unit repeated n times moves the answer position (needs a tokenizer)"
+    summary = "code prompts; a pad unit repeated n times moves the answer position (needs a tokenizer)"
 
-    def __init__(self, tokenizer, spec: CompletionSpec | None = None, bos_id: int | None = None):
-        self.encode, self.params, self.bos = encoder(tokenizer), spec or CompletionSpec(), bos_id
-        self.unit = None
+    def __init__(
+        self,
+        tokenizer,
+        spec: CompletionSpec | list[CompletionSpec] | None = None,
+        bos_id: int | None = None,
+        step: int = 1,
+        align: int = 0,
+    ):
+        """``spec``: one prompt, a list (one content each), or None for the built-in set. ``step``,
+        ``align``: each content gets n = offset + lead pad copies (``phase_lead``), so offsets map to
+        one phase across contents of different lengths (step 1: n = offset, the study's shape)."""
+        self.encode, self.bos, self.step, self.align = encoder(tokenizer), bos_id, step, align
+        self.given = [spec] if isinstance(spec, CompletionSpec) else (None if spec is None else list(spec))
+        self.contents: list[CompletionSpec] = []  # what items() used, content_id = index
+        self.units: list[str] = []  # the pad unit used for each content
+
+    def default_samples(self) -> int:
+        return DEFAULT_SAMPLES if self.given is None else len(self.given)
 
     def spec(self) -> dict:
         return {
             "probe": self.name,
-            "prompt": self.params.prompt,
-            "candidates": self.params.candidates,
-            "target": self.params.target,
-            "pad_unit_asked": self.params.pad_unit,
-            "pad_unit_used": self.unit,
+            "source": "built-in code prompts" if self.given is None else "given prompts",
+            "contents": [
+                {
+                    "name": c.name,
+                    "prompt": c.prompt,
+                    "candidates": c.candidates,
+                    "target": c.target,
+                    "pad_unit_asked": c.pad_unit,
+                    "pad_unit_used": unit,
+                }
+                for c, unit in zip(self.contents, self.units, strict=True)
+            ],
         }
 
     def _ids(self, text: str) -> list[int]:
         return ([self.bos] if self.bos is not None else []) + self.encode(text)
 
-    def _choose_unit(self, offsets: list[int]) -> str:
+    def _contents(self, n: int, rng: np.random.Generator) -> list[CompletionSpec]:
+        if self.given is None:
+            return builtin_contents(n, rng)
+        if n > len(self.given):
+            # repeating a prompt would count one deterministic score twice, as if it were independent
+            raise ProbeError(
+                f"{n} content samples were asked but {len(self.given)} prompt(s) were given (each prompt is one "
+                f"content): pass --samples {len(self.given)} or fewer, or give more prompts (a JSON list)"
+            )
+        return self.given[:n]
+
+    @staticmethod
+    def _label(content: int, spec: CompletionSpec) -> str:
+        return f"content {content}" + (f" ({spec.name})" if spec.name else "")
+
+    def _choose_unit(self, spec: CompletionSpec, offsets: list[int], label: str) -> str:
         """The first of unit, " unit", "unit " whose n repeats add exactly n tokens, all the same,
         and leave the tokens before and after the padding unchanged."""
         tried = []
-        for unit in (self.params.pad_unit, " " + self.params.pad_unit, self.params.pad_unit + " "):
-            if all(self._pads_cleanly(unit, n) for n in offsets):
+        for unit in (spec.pad_unit, " " + spec.pad_unit, spec.pad_unit + " "):
+            if all(self._pads_cleanly(spec, unit, n) for n in offsets):
                 return unit
             tried.append(repr(unit))
         raise ProbeError(
-            f"no pad unit adds exactly one token per repeat without changing its neighbours with this tokenizer "
-            f"(tried {', '.join(tried)}); BPE merges runs of such units or joins them to the text around "
+            f"{label}: no pad unit adds exactly one token per repeat without changing its neighbours with this "
+            f"tokenizer (tried {', '.join(tried)}); BPE merges runs of such units or joins them to the text around "
             "{pad}: pass another pad_unit"
         )
 
-    def _pads_cleanly(self, unit: str, n: int) -> bool:
-        before, after = self.params.prompt.split("{pad}")
-        bare = self._ids(before + after)
-        padded = self._ids(before + unit * n + after)
-        if len(padded) != len(bare) + n:
-            return False
-        # the padding must be n copies of one token, with the unpadded prompt's tokens on both sides
-        for split in range(len(bare) + 1):
-            if padded[:split] == bare[:split] and padded[split + n :] == bare[split:]:
-                pad = padded[split : split + n]
-                return len(set(pad)) <= 1
-        return False
+    def _pads_cleanly(self, spec: CompletionSpec, unit: str, n: int) -> bool:
+        return pads_cleanly(self._ids, *spec.prompt.split("{pad}"), unit, n)
+
+    def _item(self, content: int, spec: CompletionSpec, unit: str, d: int, label: str) -> ProbeItem:
+        lead = phase_lead(len(self._ids(spec.prompt.replace("{pad}", ""))), self.step, self.align)
+        text = spec.prompt.replace("{pad}", unit * (lead + d))
+        prompt = self._ids(text)
+        candidates = {}
+        for name, answer in spec.candidates.items():
+            full = self._ids(text + answer)
+            if full[: len(prompt)] != prompt:
+                raise ProbeError(
+                    f"{label}: candidate {name!r} ({answer!r}) merges with the end of the prompt when tokenized; "
+                    "end the prompt at a token boundary"
+                )
+            candidates[name] = full[len(prompt) :]
+        return ProbeItem(
+            content_id=content,
+            offset=d,
+            input_ids=prompt,
+            candidates=candidates,
+            target=spec.target,
+            anchor_pos=len(prompt),
+            answer_pos=len(prompt),
+        )
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
-        self.unit = self._choose_unit(offsets)
-        out = []
-        for d in offsets:
-            text = self.params.prompt.replace("{pad}", self.unit * d)
-            prompt = self._ids(text)
-            candidates = {}
-            for name, answer in self.params.candidates.items():
-                full = self._ids(text + answer)
-                if full[: len(prompt)] != prompt:
-                    raise ProbeError(
-                        f"candidate {name!r} ({answer!r}) merges with the end of the prompt when tokenized; "
-                        "end the prompt at a token boundary"
-                    )
-                candidates[name] = full[len(prompt) :]
-            # one fixed prompt: a single content sample (scores are deterministic; n_samples is ignored)
-            out.append(
-                ProbeItem(
-                    content_id=0,
-                    offset=d,
-                    input_ids=prompt,
-                    candidates=candidates,
-                    target=self.params.target,
-                    anchor_pos=len(prompt),
-                    answer_pos=len(prompt),
-                )
-            )
-        return out
+        contents = self._contents(n_samples, rng)
+        padded = [d + lead for d in offsets for lead in range(self.step)]  # every n a lead can ask for
+        units = [self._choose_unit(spec, padded, self._label(c, spec)) for c, spec in enumerate(contents)]
+        self.contents, self.units = contents, units  # set together: spec() pairs them
+        return [
+            self._item(c, spec, units[c], d, self._label(c, spec)) for c, spec in enumerate(contents) for d in offsets
+        ]

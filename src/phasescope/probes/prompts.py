@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
-from phasescope.probes.padding_completion import encoder
+from phasescope.probes.padding_completion import encoder, pads_cleanly, phase_lead
 
 PLACEHOLDER = "{pad}"
 FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order (with a space before or after)
@@ -110,6 +110,9 @@ class PromptsProbe(Probe):
         self.step, self.align = step, align
         self.unit: str | None = None
 
+    def default_samples(self) -> int:
+        return len(self.rows)
+
     def spec(self) -> dict:
         return {
             "probe": "prompts",
@@ -120,11 +123,16 @@ class PromptsProbe(Probe):
         }
 
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
-        """The first ``n_samples`` prompts of the file (all of them when it has fewer), in file order."""
-        rows = self.rows[: min(n_samples, len(self.rows))]
+        """The first ``n_samples`` prompts of the file, in file order."""
+        if n_samples > len(self.rows):  # repeating a prompt would count one score twice, as if independent
+            raise ProbeError(
+                f"{n_samples} content samples were asked but {self.path} holds {len(self.rows)} prompts; pass "
+                f"--samples {len(self.rows)} or fewer (the default is all of them)"
+            )
+        rows = self.rows[:n_samples]
         self.unit = self.unit or self._choose_unit(rows, [d + lead for d in offsets for lead in range(self.step)])
         for content_id, row in enumerate(rows):
-            lead = (self.align - len(self._ids("".join(self._split(row["prompt"]))))) % self.step
+            lead = phase_lead(len(self._ids("".join(self._split(row["prompt"])))), self.step, self.align)
             yield [self._item(row, content_id, d, lead) for d in offsets]
 
     def _ids(self, text: str) -> list[int]:
@@ -150,14 +158,7 @@ class PromptsProbe(Probe):
         )
 
     def _pads_cleanly(self, prompt: str, unit: str, n: int) -> bool:
-        before, after = self._split(prompt)
-        bare, padded = self._ids(before + after), self._ids(before + unit * n + after)
-        if len(padded) != len(bare) + n:
-            return False
-        for split in range(len(bare) + 1):
-            if padded[:split] == bare[:split] and padded[split + n :] == bare[split:]:
-                return len(set(padded[split : split + n])) <= 1
-        return False
+        return pads_cleanly(self._ids, *self._split(prompt), unit, n)
 
     def _item(self, row: dict, content_id: int, d: int, lead: int) -> ProbeItem:
         before, after = self._split(row["prompt"])

@@ -8,7 +8,16 @@ import json
 from pathlib import Path
 
 from phasescope.reporting.figures import FIGURES
-from phasescope.reporting.text import flip_line, gap_line, interval, number, period_line, window_line
+from phasescope.reporting.text import (
+    flip_line,
+    gap_line,
+    interval,
+    number,
+    period_line,
+    probability_line,
+    probability_table,
+    window_line,
+)
 from phasescope.runfiles import read_json
 
 
@@ -46,6 +55,19 @@ def _phase_table(metrics: dict) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def _probability_table(metrics: dict) -> str:
+    probabilities = probability_table(metrics)
+    if probabilities is None:
+        return ""
+    head, rows = probabilities
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return (
+        "<h2>Mean probability of each candidate per phase</h2><table><tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + f"</tr>{cells}</table><p>{html.escape(probability_line(metrics))}</p>"
+    )
+
+
 def _summary(metrics: dict) -> str:
     lines = [
         f"overall accuracy {metrics['overall_accuracy']:.3f} over {metrics['n_records']} records "
@@ -71,6 +93,7 @@ pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}</style></head><body>
 <h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics["step"]}</p>
 {_summary(metrics)}
 <h2>Per-phase accuracy</h2>{_phase_table(metrics)}
+{_probability_table(metrics)}
 <h2>Figures</h2>{figures}
 <h2>Spec</h2><pre>{html.escape(json.dumps(spec, indent=2))}</pre>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>

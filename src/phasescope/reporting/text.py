@@ -63,3 +63,27 @@ def flip_line(metrics: dict) -> str | None:
         f"flip rate {f['flip_rate_pp']:+.1f} pp{interval(f.get('ci_pp'))} (answers that change when the "
         "content moves a step +-1, beyond moving it a whole step)"
     )
+
+
+def probability_table(metrics: dict) -> tuple[list[str], list[list[str]]] | None:
+    """Header and rows of the per-phase mean probability of each candidate (analyze, report.html);
+    None when the records name no candidate in common (older metrics.json too)."""
+    table = metrics.get("candidate_probabilities")
+    if not table:
+        return None
+    names = table["candidates"]
+    head = ["phase", "contents", *(f"P({name}) [95%]" for name in names)]
+    rows = []
+    for row in table["phases"]:
+        boundary = " (boundary)" if row["phase"] == metrics["step"] - 1 else ""
+        cells = [number(row["mean"][n], missing="not estimable") + interval(row["ci"][n], ".3f") for n in names]
+        rows.append([f"{row['phase']}{boundary}", str(row["n_contents"]), *cells])
+    return head, rows
+
+
+def probability_line(metrics: dict) -> str | None:
+    """How the candidate probabilities were computed, and what is missing from them."""
+    table = metrics.get("candidate_probabilities")
+    if not table:
+        return None
+    return f"candidate probabilities: {table['method']}" + (f"; {table['note']}" if table.get("note") else "")
