@@ -39,12 +39,14 @@ format: venv
 	$(BIN)/ruff format src tests benchmarks docs experiments
 	$(BIN)/ruff check --fix src tests benchmarks docs experiments
 
-bench: venv
+bench: venv vllm-venv
 	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json
 	$(BIN)/python benchmarks/long_forward.py --json docs/attention_benchmark.json
 	$(BIN)/python benchmarks/training.py --json docs/training_benchmark.json
 	$(BIN)/python benchmarks/sweep_overhead.py
 	$(BIN)/python benchmarks/sweep_prefix.py
+	$(BIN)/python benchmarks/niah.py native
+	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python benchmarks/niah.py vllm
 
 vllm-venv:
 	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \

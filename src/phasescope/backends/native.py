@@ -75,8 +75,8 @@ class DecoderSession:
         """(logits [B,S or len(keep),V], the cache after ``ids``); ``cache`` itself is left as it was."""
         cache = self.model.new_cache() if cache is None else copy.deepcopy(cache)
         with torch.no_grad():
-            logits = self.model(ids.to(self.device), start, cache)
-        return (logits if keep is None else logits[:, keep]).cpu(), cache
+            logits = self.model(ids.to(self.device), start, cache, logits_at=keep)
+        return logits.cpu(), cache
 
 
 def load_native(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:

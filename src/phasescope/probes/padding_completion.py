@@ -12,7 +12,9 @@ plausible wrong twin, candidates named ``right`` and ``wrong``) with one docstri
 ``--samples N`` draws N distinct (function, phrasing) pairs, deterministic given the seed,
 and refuses more than there are. Own prompts: ``--probe-file`` with one prompt (one content)
 or a list of prompts (content i = the i-th prompt). Each content is scored at every offset
-with n = offset, so contents of different lengths sit at different phases at one offset.
+with n = offset + lead pad copies, the lead (0..step-1, ``phase_lead``) bringing its answer to
+phase 0 at offset 0, so at offset d every content's answer sits at phase d mod step however
+long its prompt is (one phase per offset: the period test applies).
 
 Token exactness is checked per content, not assumed: every repeat must add exactly one token
 and leave the tokens around the pad unchanged; BPE often merges runs of ``=``, so the probe

@@ -1,0 +1,83 @@
+"""Needle-in-a-haystack throughput: items per second at long contexts, prompt build and
+scoring together, with the peak memory of the whole sweep.
+
+    .venv/bin/python benchmarks/niah.py native [--context 131072] [--samples 2]
+    .venv/bin/python benchmarks/niah.py vllm [--context 32768] [--samples 2]
+
+native: the shipped tiny-s4 demo model (scalar-gate pooling, s = w = 4, L = 8) on kv-retrieval
+with --context-tokens (its training rows end to end, ~37K pairs at 128K), 8 offsets,
+shift-needle, prefix reuse on (each content's shared prefix is read once). vllm: a real
+vLLM CPU server (`make vllm-venv`) serving a tiny random Qwen3 (1 layer, head_dim 64), the
+text probe with --pair-format numbers at 32K tokens, through openai:. Peak memory is this
+process's max RSS (for vllm the server's own memory is not included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import phasescope
+from phasescope.backends import BackendOptions
+
+DEMO = Path(phasescope.__file__).parent / "assets" / "demo" / "tiny-s4"
+OFFSETS = range(8)
+
+
+def report(kind: str, context: int, records: list[dict], seconds: float) -> None:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"{kind}: {len(records)} items of {context:,} tokens in {seconds:.0f} s = {len(records) / seconds:.3f} items/s "
+        f"({seconds / len(records):.1f} s/item); accuracy {sum(r['correct'] for r in records)}/{len(records)}; "
+        f"peak RSS {peak:.0f} MiB"
+    )
+
+
+def native(context: int, samples: int) -> None:
+    start = time.perf_counter()
+    result = phasescope.sweep(str(DEMO), offsets=OFFSETS, samples=samples, context_tokens=context, progress=True)
+    report("native tiny-s4", context, result.records, time.perf_counter() - start)
+
+
+def vllm(context: int, samples: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+    from test_vllm import tiny_model
+    from vllm_server import serve
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny_model(Path(tmp) / "qwen3", max_len=context + 64)
+        with serve(model, max_len=context + 64, kv_cache_gib=2, startup_s=600) as url:
+            options = BackendOptions(tokenizer=str(model), concurrency=2, timeout=600)
+            start = time.perf_counter()
+            result = phasescope.sweep(
+                f"openai:{url}#{model}",
+                step=4,
+                local=64,
+                offsets=OFFSETS,
+                samples=samples,
+                context_tokens=context,
+                pair_format="numbers",
+                options=options,
+                progress=True,
+            )
+            report("vLLM CPU, tiny Qwen3", context, result.records, time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("backend", choices=["native", "vllm"])
+    parser.add_argument("--context", type=int, default=None, help="tokens per prompt (native 131072, vllm 32768)")
+    parser.add_argument("--samples", type=int, default=2, help="contents, each at 8 offsets")
+    args = parser.parse_args()
+    if args.backend == "native":
+        native(args.context or 131072, args.samples)
+    else:
+        vllm(args.context or 32768, args.samples)
+
+
+if __name__ == "__main__":
+    main()
