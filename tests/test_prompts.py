@@ -134,3 +134,24 @@ def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen, tmp_
     metrics = phasescope.analyze(tmp_path / "hf", n_resamples=200)
     assert metrics["n_contents"] == 24
     assert metrics["period"]["p_value"] is not None, "one phase per offset: the period is tested"
+
+
+def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen, tmp_path):
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+
+    runner = CliRunner(env={"COLUMNS": "400"})
+    run = tmp_path / "cli"
+    args = ["sweep", "--model", f"hf:{qwen}", "--step", "4", "--offsets", "0:8", "--no-progress"]
+    result = runner.invoke(app, [*args, "--probe", f"prompts:{EXAMPLE}", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "scored 192 records" in result.output
+    assert f"prompts:{EXAMPLE}" in json.loads((run / "manifest.json").read_text())["command"]
+    long = [*args, "--context-tokens", "4096", "--pair-format", "codes", "--out", str(tmp_path / "x"), "--dry-run"]
+    result = runner.invoke(app, long)
+    assert result.exit_code == 0, result.output
+    longest = int(result.output.split("longest_sequence ")[1].split()[0].replace(",", ""))
+    assert 4000 <= longest <= 4096
+    bad = runner.invoke(app, [*args, "--probe", "prompts:nowhere.jsonl", "--out", str(tmp_path / "y")])
+    assert bad.exit_code == 2 and "does not exist" in bad.output
