@@ -90,6 +90,8 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
 class HFSession:
     """Prefix reuse (run.prefix) for a transformers model with a plain KV cache."""
 
+    chunk = 2048  # tokens read per call
+
     def __init__(self, model, device: str):
         self.model, self.device = model, device
 
@@ -103,11 +105,23 @@ class HFSession:
         """(logits [B,S or len(keep),V], the cache after ``ids``); ``cache`` itself is left as it
         was. ``keep``: positions whose logits are computed (at 128K tokens x a 150K vocabulary
         the full logits would not fit in memory)."""
-        extra = {} if keep is None else {"logits_to_keep": keep.to(self.device)}
         cache = None if cache is None else copy.deepcopy(cache)
-        with torch.no_grad():
-            out = self.model(input_ids=ids.to(self.device), cache=cache, use_cache=True, **extra)
-        return out.logits.float().cpu(), out.cache
+        wanted = torch.arange(ids.shape[1]) if keep is None else keep.cpu()
+        kept = []
+        # in chunks: transformers' CPU attention with a cache materialises [heads, new, cached]
+        # scores, 34 GB for 64K new tokens after 64K cached ones; a chunk keeps it to ~1 GB
+        for c0 in range(0, ids.shape[1], self.chunk):
+            c1 = min(ids.shape[1], c0 + self.chunk)
+            mine = wanted[(wanted >= c0) & (wanted < c1)] - c0
+            rows = mine if len(mine) else torch.tensor([c1 - c0 - 1])  # a chunk must return some logits
+            with torch.no_grad():
+                out = self.model(
+                    input_ids=ids[:, c0:c1].to(self.device), cache=cache, use_cache=True, logits_to_keep=rows
+                )
+            cache = out.cache
+            if len(mine):
+                kept.append(out.logits.float().cpu())
+        return torch.cat(kept, dim=1), cache
 
 
 def _logits_fn(model, device: str, scheme=None):
