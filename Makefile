@@ -46,6 +46,7 @@ bench: venv vllm-venv
 	$(BIN)/python benchmarks/sweep_overhead.py
 	$(BIN)/python benchmarks/sweep_prefix.py
 	$(BIN)/python benchmarks/niah.py native
+	$(BIN)/python benchmarks/niah.py hf
 	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python benchmarks/niah.py vllm
 
 vllm-venv:

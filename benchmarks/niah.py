@@ -2,11 +2,14 @@
 scoring together, with the peak memory of the whole sweep.
 
     .venv/bin/python benchmarks/niah.py native [--context 131072] [--samples 2]
+    .venv/bin/python benchmarks/niah.py hf [--context 131072] [--samples 1]
     .venv/bin/python benchmarks/niah.py vllm [--context 32768] [--samples 2]
 
 native: the shipped tiny-s4 demo model (scalar-gate pooling, s = w = 4, L = 8) on kv-retrieval
 with --context-tokens (its training rows end to end, ~37K pairs at 128K), 8 offsets,
-shift-needle, prefix reuse on (each content's shared prefix is read once). vllm: a real
+shift-needle, prefix reuse on (each content's shared prefix is read once). hf: a tiny random
+transformers Qwen3 (1 layer, full attention) through hf:, the text probe with --pair-format
+numbers, prefix reuse on (2048 tokens per call through its cache). vllm: a real
 vLLM CPU server (`make vllm-venv`) serving a tiny random Qwen3 (1 layer, head_dim 64), the
 text probe with --pair-format numbers at 32K tokens, through openai:. Peak memory is this
 process's max RSS (for vllm the server's own memory is not included).
@@ -43,6 +46,26 @@ def native(context: int, samples: int) -> None:
     report("native tiny-s4", context, result.records, time.perf_counter() - start)
 
 
+def hf(context: int, samples: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny_qwen3(Path(tmp) / "qwen3", word_tokenizer(), max_position_embeddings=context + 64)
+        start = time.perf_counter()
+        result = phasescope.sweep(
+            f"hf:{model}",
+            step=4,
+            local=128,
+            offsets=OFFSETS,
+            samples=samples,
+            context_tokens=context,
+            pair_format="numbers",
+            progress=True,
+        )
+        report("hf: tiny Qwen3 (full attention)", context, result.records, time.perf_counter() - start)
+
+
 def vllm(context: int, samples: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
     from test_vllm import tiny_model
@@ -69,14 +92,16 @@ def vllm(context: int, samples: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("backend", choices=["native", "vllm"])
+    parser.add_argument("backend", choices=["native", "hf", "vllm"])
     parser.add_argument("--context", type=int, default=None, help="tokens per prompt (native 131072, vllm 32768)")
-    parser.add_argument("--samples", type=int, default=2, help="contents, each at 8 offsets")
+    parser.add_argument("--samples", type=int, default=None, help="contents, each at 8 offsets (default 2; hf 1)")
     args = parser.parse_args()
     if args.backend == "native":
-        native(args.context or 131072, args.samples)
+        native(args.context or 131072, args.samples or 2)
+    elif args.backend == "hf":
+        hf(args.context or 131072, args.samples or 1)
     else:
-        vllm(args.context or 32768, args.samples)
+        vllm(args.context or 32768, args.samples or 2)
 
 
 if __name__ == "__main__":

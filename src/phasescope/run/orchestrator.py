@@ -1,10 +1,12 @@
 """The sweep: every content sample at every offset, scored in batches, appended to
 ``records.jsonl`` as it goes, so an interrupted run resumes without rescoring or duplicates.
 
-Items are ordered by (offset, variant, content) and cut into fixed batches of one offset and
-variant each; a
-resumed run rescores only the batches with missing records, in the same composition, so
-its numbers equal an uninterrupted run's.
+The probe is read as a stream of contents, twice: the first pass builds and checks every item
+and keeps only its key; the second rebuilds the items from the same seed, ``batch_size``
+contents at a time, and scores each chunk in fixed batches (one variant at every offset with
+prefix reuse, else one offset and variant), so memory holds one chunk of prompts however long
+the sweep. A resumed run rescores only the batches with missing records, in the same
+composition, so its numbers equal an uninterrupted run's.
 """
 
 from __future__ import annotations
