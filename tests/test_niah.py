@@ -11,6 +11,7 @@ import torch
 
 import phasescope
 from phasescope.backends import from_callable
+from phasescope.backends.hf import HFSession
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
 from phasescope.probes import KVRetrievalProbe, KVRetrievalSpec, ProbeError
@@ -115,8 +116,6 @@ def test_the_per_offset_splice_check_agrees_with_a_full_round_trip():
 
 def test_multi_token_candidates_from_the_prompt_cache_equal_plain_forwards(tmp_path, monkeypatch):
     from hf_models import tiny_qwen3, word_tokenizer
-
-    from phasescope.backends.hf import HFSession
 
     monkeypatch.setattr(orchestrator, "LONG_PROMPT", 0)  # use the cache path at test sizes
     monkeypatch.setattr(HFSession, "chunk", 7)  # and read long inputs in chunks, as at 128K
