@@ -43,7 +43,7 @@ def _trajectories(result):
     axes[0, 0].set_ylabel("pooling weight a_j")
     axes[0, -1].legend(fontsize=7)
     cfg = result["config"]
-    fig.suptitle(f"s={cfg['step']}, d={cfg['capacity']:g}, noise={cfg['noise']:g}: weights during training")
+    fig.suptitle(f"s={cfg['step']}, d={cfg['capacity']:g}, noise={cfg['noise']:g}: weights during training", y=1.04)
     return fig
 
 
