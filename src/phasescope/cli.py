@@ -511,6 +511,46 @@ def report(
     console.print(f"report: {path}")
 
 
+@command()
+def theory(
+    step: int = typer.Option(4, min=1, help="Compression step s of the main run (the by-step table is s=2,4,6,8)."),
+    starts: int = typer.Option(32, min=1, help="Random near-uniform initialisations per setting."),
+    seed: int = typer.Option(0, help="Seed of the initialisations."),
+    capacity: float = typer.Option(16.0, min=0.01, help="Entry dimension d (tiny models: head dim 16)."),
+    noise: float = typer.Option(0.25, min=0.0, help="Noise variance in the entry, per unit token norm."),
+    out: str = typer.Option(None, help="Directory for theory.json and theory_*.png figures (default: print only)."),
+) -> None:
+    """Gradient-flow model of training a compressor (docs/theory.md): when pooling breaks symmetry."""
+    import json
+    import time
+    from pathlib import Path
+
+    from phasescope.theory import run_theory
+
+    began = time.perf_counter()
+    result = run_theory(step, starts, seed, capacity=capacity, noise=noise)
+    main = result["main"]
+    console.print(
+        f"s={step} d={capacity:g} noise={noise:g}: broke symmetry in {main['broken_fraction']:.0%} of {starts} "
+        f"starts; favourite offset counts {main['top_offset_counts']}; gap {main['gap_pp_mean']:.1f} pp; "
+        f"sorted quality {main['quality_sorted_mean']}; curvature at uniform {main['curvature_at_uniform']:.3g}, "
+        f"critical capacity d* {main['critical_capacity'] or float('nan'):.1f}"
+    )
+    for row in result["by_step"]:
+        console.print(
+            f"  s={row['step']}: gap {row['gap_pp_mean']:.1f} pp, broken {row['broken_fraction']:.0%}, "
+            f"strong offsets {row['strong_offsets_mean']:.2f}"
+        )
+    if out:
+        from phasescope.theory.figures import write_figures
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "theory.json").write_text(json.dumps(result, indent=1))
+        write_figures(result, Path(out))
+        console.print(f"wrote {out}/theory.json and {out}/theory_*.png")
+    console.print(f"{time.perf_counter() - began:.1f} s")
+
+
 def print_estimate(cfg) -> None:
     from phasescope.train.estimate import estimate
 
