@@ -1,0 +1,1 @@
+"""Looking inside a phasescope model (not records): learned compressor preferences."""

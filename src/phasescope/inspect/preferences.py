@@ -1,0 +1,254 @@
+"""Learned position preferences of a phasescope model's compressors (issue #12 part 2).
+
+For every compressed layer and KV head this reports, per window slot ``k = 0 .. w-1``
+(slot 0 = the oldest token of the window):
+
+* ``learned``: the pooler's per-offset parameters, where it has any —
+  ``scalar_gate``: softmax of ``offset_logits`` (the weights of a full window);
+  ``channel_gate``: ``position_bias[k, head]`` averaged over channels (a logit bias);
+  ``mlp``: ``||pos_k[k]||`` (shared by all heads; a position embedding, not a weight);
+  ``mean`` and ``channel_gate_nobias``: none.
+* ``effective``: the pooling weight each slot actually gets on real inputs. A forward hook
+  on each compressed attention layer recomputes that layer's pooling features from its input
+  and the softmax weights the pooler gives every *full* window (all w slots at positions
+  >= 0; partial windows at the start and padding entries of staggered heads are left out),
+  averaged over a window's channels (``channel_gate``), over windows, then per input row; the
+  mean over rows is reported with its std and a bootstrap 95% interval over rows. Poolers
+  without softmax weights (``mlp``) have no effective weights ("not estimable", None).
+
+Slot to phase (DESIGN.md §2, phase = (pos - align) mod s): a window ends at ``e`` with
+``e ≡ a_h - 1 (mod s)`` (``a_h`` the head's align), so slot k sits at ``e - w + 1 + k`` and
+has phase ``(k - w) mod s`` — ``k mod s`` when w is a multiple of s; the last slot is the
+boundary phase s-1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from phasescope.kv.compressor import gather_windows
+from phasescope.kv.config import PAD_END, head_entry_ends
+from phasescope.kv.poolers.base import masked_softmax
+from phasescope.kv.poolers.channel_gate import upcast
+
+SOFTMAX_POOLERS = ("mean", "scalar_gate", "channel_gate", "channel_gate_nobias")
+
+
+def slot_phase(slot: int, step: int, window: int) -> int:
+    """Phase (DESIGN.md §2) of window slot ``slot`` (0 = oldest), for every head and align."""
+    return (slot - window) % step
+
+
+def learned_preferences(pooler) -> list[list[float]] | None:
+    """Per-offset learned parameters as [Hk][w] floats, or None when the pooler has none."""
+    with torch.no_grad():
+        if pooler.name == "scalar_gate":
+            return pooler.offset_logits.float().softmax(dim=-1).tolist()
+        if pooler.name == "channel_gate" and pooler.position_bias is not None:
+            return pooler.position_bias.float().mean(dim=-1).transpose(0, 1).tolist()
+        if pooler.name == "mlp":
+            norms = pooler.pos_k.float().norm(dim=-1).tolist()
+            return [norms for _ in range(pooler.n_kv_heads)]
+    return None
+
+
+def slot_weights(pooler, windows: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
+    """Softmax weight per slot, windows [B,Hk,N,w,F], valid [Hk,N,w] -> [B,Hk,N,w] (None: no weights)."""
+    b = windows.shape[0]
+    if pooler.name == "mean":
+        w = valid.to(torch.float32)
+        return (w / w.sum(-1, keepdim=True)).expand(b, *w.shape)
+    if pooler.name == "scalar_gate":
+        logits = pooler.offset_logits[:, None, :].expand_as(valid).float()
+        return masked_softmax(logits, valid, dim=-1).expand(b, *valid.shape)
+    if pooler.name in ("channel_gate", "channel_gate_nobias"):
+        # the gate half of the features, the series each slot reads (as ChannelGatePooler.pool)
+        _, hk, n, w, _ = windows.shape
+        m, d = pooler.n_series, pooler.head_dim
+        gates = windows.view(b, hk, n, w, 2, m, d)[:, :, :, :, 1]  # [B,Hk,N,w,m,D]
+        gate = gates[:, :, :, torch.arange(w), pooler.slot_series]  # [B,Hk,N,w,D]
+        if pooler.position_bias is not None:
+            gate = gate + pooler.position_bias.permute(1, 0, 2)[:, None]
+        weights = masked_softmax(upcast(gate), valid[None, :, :, :, None], dim=3)
+        return weights.mean(dim=-1)
+    return None
+
+
+class SlotRecorder:
+    """Per compressed layer: the mean slot weight of each input row, [rows, Hk, w] (float64)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list[np.ndarray]] = {}
+
+    def hook(self, layer: int, attn):
+        def record(module, args, output):
+            x, start_pos = args[0], int(args[1])
+            with torch.no_grad():
+                _, k, v = attn.project(x)
+                feats = attn.pooler.features(x, k, v)
+                t, hk = x.shape[1], attn.n_kv_heads
+                ends = head_entry_ends(attn.scheme, start_pos, start_pos + t, hk).to(x.device)
+                full = (ends != PAD_END) & (ends - attn.scheme.window + 1 >= start_pos)
+                keep = full.all(dim=0)  # entries that are full windows for every head
+                if not bool(keep.any()):
+                    return
+                ends = ends[:, keep]
+                windows, valid = gather_windows(feats, start_pos, ends, attn.scheme.window)
+                weights = slot_weights(attn.pooler, windows, valid)
+                if weights is not None:
+                    self.rows.setdefault(layer, []).append(weights.float().mean(dim=2).double().cpu().numpy())
+
+        return record
+
+
+@contextlib.contextmanager
+def record_slot_weights(model) -> Iterator[SlotRecorder]:
+    """Hooks every compressed layer of ``model`` (a Decoder); always removed on exit."""
+    recorder = SlotRecorder()
+    handles = []
+    try:
+        for i, block in enumerate(model.blocks):
+            if block.attn.pooler is not None:
+                handles.append(block.attn.register_forward_hook(recorder.hook(i, block.attn)))
+        yield recorder
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _bootstrap(rows: np.ndarray, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """rows [R, w] -> percentile 95% interval of the row mean, each [w]."""
+    idx = rng.integers(0, len(rows), size=(n, len(rows)))
+    means = rows[idx].mean(axis=1)
+    return np.percentile(means, 2.5, axis=0), np.percentile(means, 97.5, axis=0)
+
+
+def effective_preferences(
+    model, input_ids: torch.Tensor, batch_size: int = 16, seed: int = 0, n_resamples: int = 1000
+) -> dict[int, dict]:
+    """Per compressed layer: {"mean","std","ci_low","ci_high": [Hk][w]} over the rows of input_ids."""
+    recorder_rows: dict[int, list[np.ndarray]] = {}
+    with torch.no_grad(), record_slot_weights(model) as rec:
+        for b0 in range(0, input_ids.shape[0], batch_size):
+            model(input_ids[b0 : b0 + batch_size], logits_at=slice(-1, None))
+        recorder_rows = rec.rows
+    rng = np.random.default_rng(seed)
+    out = {}
+    for layer, chunks in recorder_rows.items():
+        rows = np.concatenate(chunks)  # [R, Hk, w]
+        lo, hi = zip(*(_bootstrap(rows[:, h], rng, n_resamples) for h in range(rows.shape[1])), strict=True)
+        out[layer] = {
+            "mean": rows.mean(axis=0).tolist(),
+            "std": rows.std(axis=0, ddof=1 if len(rows) > 1 else 0).tolist(),
+            "ci_low": np.stack(lo).tolist(),
+            "ci_high": np.stack(hi).tolist(),
+            "n_rows": int(len(rows)),
+        }
+    return out
+
+
+def model_preferences(model, input_ids: torch.Tensor, seed: int = 0) -> dict:
+    """preferences.json content: learned and effective slot preferences of every compressed layer."""
+    effective = effective_preferences(model, input_ids, seed=seed)
+    layers = []
+    for i, block in enumerate(model.blocks):
+        pooler, scheme = block.attn.pooler, block.attn.scheme
+        if pooler is None:
+            continue
+        layers.append(
+            {
+                "layer": i,
+                "pooler": pooler.name,
+                "step": scheme.step,
+                "window": scheme.window,
+                "align": scheme.align,
+                "slot_phase": [slot_phase(k, scheme.step, scheme.window) for k in range(scheme.window)],
+                "learned": learned_preferences(pooler),
+                "effective": effective.get(i),
+            }
+        )
+    return {
+        "n_rows": int(input_ids.shape[0]),
+        "seq_len": int(input_ids.shape[1]),
+        "seed": seed,
+        "note": "slot 0 = oldest token of a window; phase of slot k = (k - w) mod s; effective weights over "
+        "full windows only, mean over rows with std and bootstrap 95% interval over rows",
+        "layers": layers,
+    }
+
+
+def phase_weights(prefs: dict) -> dict[int, float] | None:
+    """Mean effective weight per phase over all layers, heads and the slots of that phase."""
+    sums: dict[int, list[float]] = {}
+    for layer in prefs["layers"]:
+        if layer["effective"] is None:
+            continue
+        for head in layer["effective"]["mean"]:
+            for k, w in enumerate(head):
+                sums.setdefault(layer["slot_phase"][k], []).append(w)
+    return {p: float(np.mean(v)) for p, v in sorted(sums.items())} or None
+
+
+def compare_with_run(prefs: dict, metrics: dict) -> dict:
+    """Spearman rank correlation of mean effective weight per phase with per-phase accuracy."""
+    from scipy.stats import spearmanr
+
+    by_phase = phase_weights(prefs) or {}
+    acc = {r["phase"]: r["accuracy"] for r in metrics["phases"] if r.get("accuracy") is not None}
+    phases = [p for p in sorted(by_phase) if p in acc]
+    result = {"phases": phases, "weight": [by_phase[p] for p in phases], "accuracy": [acc[p] for p in phases]}
+    if len(phases) < 3:
+        result.update(rho=None, p_value=None, note="fewer than 3 phases with both numbers: not estimable")
+        return result
+    rho, p = spearmanr(result["weight"], result["accuracy"])
+    ok = np.isfinite(rho)
+    result.update(
+        rho=float(rho) if ok else None,
+        p_value=float(p) if ok else None,
+        note=f"descriptive only: {len(phases)} points (one per phase)"
+        + ("" if ok else "; a constant series has no rank correlation (not estimable)"),
+    )
+    return result
+
+
+def task_rows(model_dir, n_rows: int, seed: int) -> torch.Tensor:
+    """n_rows of the model's own retrieval task (train_config.json's task) as input_ids [n_rows, T]."""
+    from pathlib import Path
+
+    from phasescope.data.retrieval import RetrievalTask, sample_batch
+    from phasescope.errors import InputError
+    from phasescope.runfiles import read_json
+
+    path = Path(model_dir) / "train_config.json"
+    if not path.exists():
+        raise InputError(f"{path} is missing: preferences need the model's own task rows (a `phasescope train` dir)")
+    task = read_json(path, "train config").get("task")
+    if not isinstance(task, dict):
+        raise InputError(f"{path} has no task; it was not written by `phasescope train`, or was edited")
+    batch = sample_batch(RetrievalTask.from_dict(task), n_rows, np.random.default_rng(seed))
+    return torch.as_tensor(batch.input_ids, dtype=torch.long)
+
+
+def format_table(prefs: dict) -> list[str]:
+    """One line per layer x head: effective weight per slot (mean ± std), then the learned parameters."""
+    lines = []
+    for layer in prefs["layers"]:
+        eff, learned = layer["effective"], layer["learned"]
+        phases = ",".join(str(p) for p in layer["slot_phase"])
+        lines.append(
+            f"layer {layer['layer']} ({layer['pooler']}, s={layer['step']} w={layer['window']}; slot phases {phases})"
+        )
+        n_heads = len(eff["mean"]) if eff else len(learned or [])
+        for h in range(n_heads):
+            cells = (
+                "  ".join(f"{m:.3f}±{s:.3f}" for m, s in zip(eff["mean"][h], eff["std"][h], strict=True))
+                if eff
+                else "not estimable (no softmax weights)"
+            )
+            extra = "" if learned is None else "   learned " + " ".join(f"{v:.3f}" for v in learned[h])
+            lines.append(f"  head {h}: {cells}{extra}")
+    return lines
