@@ -551,6 +551,45 @@ def theory(
     console.print(f"{time.perf_counter() - began:.1f} s")
 
 
+@command()
+def preferences(
+    model: str = typer.Option(..., "--model", help="A phasescope model directory (written by `phasescope train`)."),
+    out: str = typer.Option(None, help="Directory for preferences.json and preferences.png (default: print only)."),
+    run: str = typer.Option(None, "--run", help="A sweep run dir with metrics.json: compare per-phase accuracy."),
+    rows: int = typer.Option(64, min=1, help="Rows of the model's own task to run."),
+    seed: int = typer.Option(0, help="Seed of the task rows and the bootstrap."),
+) -> None:
+    """Learned position preferences: pooling weight per window slot, layer and KV head (docs/preferences.md)."""
+    import json
+    from pathlib import Path
+
+    from phasescope.inspect.preferences import compare_with_run, format_table, model_preferences, task_rows
+    from phasescope.model.load import load_model_dir
+    from phasescope.runfiles import read_json
+
+    prefs = model_preferences(load_model_dir(model).eval(), task_rows(model, rows, seed), seed=seed)
+    if not prefs["layers"]:
+        raise InputError(f"{model} has no compressed layer: no position preferences to report")
+    console.print(f"effective weight per window slot (mean ± std over {rows} task rows; slot 0 = oldest token)")
+    for line in format_table(prefs):
+        console.print(line, highlight=False, soft_wrap=True)
+    comparison = None
+    if run:
+        comparison = compare_with_run(prefs, read_json(Path(run) / "metrics.json", "metrics"))
+        prefs["run_comparison"] = comparison
+        rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"
+        console.print(
+            f"Spearman rho (mean weight per phase vs accuracy per phase): {rho}; {comparison['note']}", soft_wrap=True
+        )
+    if out:
+        from phasescope.inspect.preferences import write_figure
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "preferences.json").write_text(json.dumps(prefs, indent=1))
+        write_figure(prefs, Path(out) / "preferences.png", comparison)
+        console.print(f"wrote {out}/preferences.json and {out}/preferences.png")
+
+
 def print_estimate(cfg) -> None:
     from phasescope.train.estimate import estimate
 
