@@ -204,8 +204,9 @@ def compare_with_run(prefs: dict, metrics: dict) -> dict:
     if len(phases) < 3:
         result.update(rho=None, p_value=None, note="fewer than 3 phases with both numbers: not estimable")
         return result
-    rho, p = spearmanr(result["weight"], result["accuracy"])
-    ok = np.isfinite(rho)
+    constant = len(set(result["weight"])) < 2 or len(set(result["accuracy"])) < 2
+    rho, p = (np.nan, np.nan) if constant else spearmanr(result["weight"], result["accuracy"])
+    ok = bool(np.isfinite(rho))
     result.update(
         rho=float(rho) if ok else None,
         p_value=float(p) if ok else None,
