@@ -104,3 +104,24 @@ def test_compare_with_run_is_descriptive():
     assert out["phases"] == [0, 1, 2]
     assert out["rho"] is None  # zero-init gate: constant weights have no rank correlation
     assert "not estimable" in out["note"]
+
+
+def test_cli_on_the_shipped_tiny_s4(tmp_path):
+    from importlib.resources import files
+
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+
+    model = str(files("phasescope") / "assets" / "demo" / "tiny-s4")
+    run = tmp_path / "run"
+    run.mkdir()
+    phases = [{"phase": p, "accuracy": a} for p, a in enumerate([0.6, 0.63, 0.68, 0.59])]
+    (run / "metrics.json").write_text(json.dumps({"phases": phases}))
+    args = ["preferences", "--model", model, "--out", str(tmp_path), "--run", str(run), "--rows", "4"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "layer 1 (scalar_gate" in result.output and "descriptive only" in result.output
+    saved = json.loads((tmp_path / "preferences.json").read_text())
+    assert len(saved["layers"]) == 2 and saved["run_comparison"]["rho"] is not None
+    assert (tmp_path / "preferences.png").stat().st_size > 0
