@@ -570,7 +570,9 @@ def preferences(
     prefs = model_preferences(load_model_dir(model).eval(), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
         raise InputError(f"{model} has no compressed layer: no position preferences to report")
-    console.print(f"effective weight per window slot (mean ± std over {rows} task rows; slot 0 = oldest token)")
+    console.print(
+        f"effective weight per window slot (mean ± std over {rows} task rows; slot 0 = oldest token)", soft_wrap=True
+    )
     for line in format_table(prefs):
         console.print(line, highlight=False, soft_wrap=True)
     comparison = None
