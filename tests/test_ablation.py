@@ -136,3 +136,10 @@ def test_ablation_matrix_end_to_end_on_a_tiny_decoder(model):
     # an untrained model's log-probs move when a head is removed
     assert any(any(c["mean"] != 0 for c in r["logprob"]["change_by_phase"]) for r in result["heads"])
     assert all(not b.attn.o_proj._forward_pre_hooks for b in model.blocks)
+
+
+def test_ablation_matrix_mean_mode_and_bad_layer(model):
+    result = ablation_matrix(model, TASK, offsets=range(8), samples=2, layers=[1], mode="mean", n_permutations=20)
+    assert result["mode"] == "mean" and {r["layer"] for r in result["heads"]} == {1}
+    with pytest.raises(InputError, match="layer 7"):
+        ablation_matrix(model, TASK, offsets=range(8), samples=2, layers=[7])

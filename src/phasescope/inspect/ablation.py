@@ -267,6 +267,9 @@ def ablation_matrix(
     the same paired kv-retrieval sweep each time; changes vs the unablated sweep per phase."""
     import phasescope
 
+    layer_list = list(range(len(model.blocks))) if layers is None else [int(v) for v in layers]
+    _check_heads(model, [(lay, 0) for lay in layer_list])  # refuses a bad layer before any sweep
+    heads = [(lay, h) for lay in layer_list for h in range(model.blocks[lay].attn.n_heads)]
     kwargs = dict(task=task, offsets=list(offsets), samples=samples, step=step, seed=seed, design=design)
     if batch_size is not None:
         kwargs["batch_size"] = batch_size
@@ -276,8 +279,6 @@ def ablation_matrix(
     phases = np.array([r["phase"] for r in base_records])
     contents = np.array([r["content_id"] for r in base_records])
     step_used = int(base_records[0]["step"])
-    layer_list = list(range(len(model.blocks))) if layers is None else [int(v) for v in layers]
-    heads = _check_heads(model, [(lay, h) for lay in layer_list for h in range(model.blocks[lay].attn.n_heads)])
     means = None
     if mode == "mean":
         if reference_ids is None:
