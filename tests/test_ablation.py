@@ -143,3 +143,24 @@ def test_ablation_matrix_mean_mode_and_bad_layer(model):
     assert result["mode"] == "mean" and {r["layer"] for r in result["heads"]} == {1}
     with pytest.raises(InputError, match="layer 7"):
         ablation_matrix(model, TASK, offsets=range(8), samples=2, layers=[7])
+
+
+def test_the_ablate_command_writes_the_matrix_for_a_shipped_model(tmp_path):
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    import phasescope
+    from phasescope.cli import app
+
+    model = Path(phasescope.__file__).parent / "assets" / "demo" / "tiny-s4"
+    runner = CliRunner(env={"COLUMNS": "200"})
+    args = ["ablate", "--model", str(model), "--layers", "1", "--samples", "10", "--permutations", "50"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "ablation.json").read_text())
+    assert [(r["layer"], r["head"]) for r in saved["heads"]] == [(1, h) for h in range(4)]
+    assert "layer 1 head 3: specialization index" in result.output
+    bad = runner.invoke(app, [*args, "--mode", "resample"])
+    assert bad.exit_code == 2 and "--mode 'resample' is invalid" in bad.output
