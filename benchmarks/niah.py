@@ -40,10 +40,15 @@ def report(kind: str, context: int, records: list[dict], seconds: float) -> None
     )
 
 
-def native(context: int, samples: int) -> None:
+def timed_sweep(kind: str, model: str, context: int, samples: int, **options) -> None:
+    """One sweep of 8 offsets at ``context`` tokens, timed whole and reported."""
     start = time.perf_counter()
-    result = phasescope.sweep(str(DEMO), offsets=OFFSETS, samples=samples, context_tokens=context, progress=True)
-    report("native tiny-s4", context, result.records, time.perf_counter() - start)
+    result = phasescope.sweep(model, offsets=OFFSETS, samples=samples, context_tokens=context, progress=True, **options)
+    report(kind, context, result.records, time.perf_counter() - start)
+
+
+def native(context: int, samples: int) -> None:
+    timed_sweep("native tiny-s4", str(DEMO), context, samples)
 
 
 def hf(context: int, samples: int) -> None:
@@ -52,18 +57,8 @@ def hf(context: int, samples: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_qwen3(Path(tmp) / "qwen3", word_tokenizer(), max_position_embeddings=context + 64)
-        start = time.perf_counter()
-        result = phasescope.sweep(
-            f"hf:{model}",
-            step=4,
-            local=128,
-            offsets=OFFSETS,
-            samples=samples,
-            context_tokens=context,
-            pair_format="numbers",
-            progress=True,
-        )
-        report("hf: tiny Qwen3 (full attention)", context, result.records, time.perf_counter() - start)
+        kind = "hf: tiny Qwen3 (full attention)"
+        timed_sweep(kind, f"hf:{model}", context, samples, step=4, local=128, pair_format="numbers")
 
 
 def vllm(context: int, samples: int) -> None:
@@ -75,19 +70,9 @@ def vllm(context: int, samples: int) -> None:
         model = tiny_model(Path(tmp) / "qwen3", max_len=context + 64)
         with serve(model, max_len=context + 64, kv_cache_gib=2, startup_s=600) as url:
             options = BackendOptions(tokenizer=str(model), concurrency=2, timeout=600)
-            start = time.perf_counter()
-            result = phasescope.sweep(
-                f"openai:{url}#{model}",
-                step=4,
-                local=64,
-                offsets=OFFSETS,
-                samples=samples,
-                context_tokens=context,
-                pair_format="numbers",
-                options=options,
-                progress=True,
-            )
-            report("vLLM CPU, tiny Qwen3", context, result.records, time.perf_counter() - start)
+            spec = f"openai:{url}#{model}"
+            extra = dict(step=4, local=64, pair_format="numbers", options=options)
+            timed_sweep("vLLM CPU, tiny Qwen3", spec, context, samples, **extra)
 
 
 def main() -> None:

@@ -608,9 +608,8 @@ def ablate(
     import json
     from pathlib import Path
 
-    from phasescope.backends.native import load_native
-    from phasescope.data.retrieval import RetrievalTask
     from phasescope.inspect.ablation import ablation_matrix
+    from phasescope.inspect.preferences import model_task
     from phasescope.model.load import load_model_dir
 
     if mode not in ("zero", "mean"):
@@ -619,13 +618,10 @@ def ablate(
         chosen = None if layers is None else [int(v) for v in layers.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--layers {layers!r}: use layer numbers separated by commas, e.g. 0,1") from None
-    task = load_native(model).task
-    if not task:
-        raise InputError(f"{model} has no task in train_config.json: ablation sweeps the model's own task")
-    decoder = load_model_dir(model).eval()
+    task = model_task(model)  # before the weights load: a directory without a task fails fast
     result = ablation_matrix(
-        decoder,
-        RetrievalTask.from_dict(task),
+        load_model_dir(model).eval(),
+        task,
         offsets=parse_offsets(offsets),
         samples=samples,
         mode=mode,

@@ -79,15 +79,21 @@ class DecoderSession:
         return logits.cpu(), cache
 
 
+def read_task(path: str | Path) -> dict | None:
+    """The retrieval task a `phasescope train` directory was trained on (None without a train_config.json)."""
+    train_cfg = Path(path) / "train_config.json"
+    if not train_cfg.exists():
+        return None
+    task = read_json(train_cfg, "train config").get("task")
+    if not isinstance(task, dict):
+        raise InputError(f"{train_cfg} has no task; it was not written by `phasescope train`, or was edited")
+    return task
+
+
 def load_native(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
     path = Path(path)
     model = load_model_dir(path)
-    train_cfg = path / "train_config.json"
-    task = None
-    if train_cfg.exists():
-        task = read_json(train_cfg, "train config").get("task")
-        if not isinstance(task, dict):
-            raise InputError(f"{train_cfg} has no task; it was not written by `phasescope train`, or was edited")
+    task = read_task(path)
     fingerprint = fingerprint_files([path / "model.safetensors"])
     if options is not None and options.dtype != "float32":
         fingerprint += f"+dtype:{options.dtype}"

@@ -216,21 +216,26 @@ def compare_with_run(prefs: dict, metrics: dict) -> dict:
     return result
 
 
-def task_rows(model_dir, n_rows: int, seed: int) -> torch.Tensor:
-    """n_rows of the model's own retrieval task (train_config.json's task) as input_ids [n_rows, T]."""
+def model_task(model_dir):
+    """The RetrievalTask a `phasescope train` directory was trained on; InputError without one."""
     from pathlib import Path
 
-    from phasescope.data.retrieval import RetrievalTask, sample_batch
+    from phasescope.backends.native import read_task
+    from phasescope.data.retrieval import RetrievalTask
     from phasescope.errors import InputError
-    from phasescope.runfiles import read_json
 
-    path = Path(model_dir) / "train_config.json"
-    if not path.exists():
-        raise InputError(f"{path} is missing: preferences need the model's own task rows (a `phasescope train` dir)")
-    task = read_json(path, "train config").get("task")
-    if not isinstance(task, dict):
-        raise InputError(f"{path} has no task; it was not written by `phasescope train`, or was edited")
-    batch = sample_batch(RetrievalTask.from_dict(task), n_rows, np.random.default_rng(seed))
+    task = read_task(model_dir)
+    if task is None:
+        path = Path(model_dir) / "train_config.json"
+        raise InputError(f"{path} is missing: this needs the model's own task rows (a `phasescope train` dir)")
+    return RetrievalTask.from_dict(task)
+
+
+def task_rows(model_dir, n_rows: int, seed: int) -> torch.Tensor:
+    """n_rows of the model's own retrieval task (train_config.json's task) as input_ids [n_rows, T]."""
+    from phasescope.data.retrieval import sample_batch
+
+    batch = sample_batch(model_task(model_dir), n_rows, np.random.default_rng(seed))
     return torch.as_tensor(batch.input_ids, dtype=torch.long)
 
 

@@ -129,6 +129,29 @@ def pads_cleanly(ids, before: str, after: str, unit: str, n: int) -> bool:
     return False
 
 
+def unit_variants(unit: str) -> tuple[str, str, str]:
+    """A pad unit as given, with a leading space and with a trailing space: the three forms a
+    probe tries, since BPE often merges a bare unit with its copies or its neighbours."""
+    return unit, " " + unit, unit + " "
+
+
+def answer_ids(ids, text: str, candidates: dict[str, str], where: str) -> dict[str, list[int]]:
+    """Each candidate's token ids after the prompt ``text`` (``ids``: text -> token ids); refuses a
+    candidate that merges with the prompt's last token, since its first token would then not be
+    predicted at the answer position."""
+    prompt = ids(text)
+    out = {}
+    for name, answer in candidates.items():
+        full = ids(text + answer)
+        if full[: len(prompt)] != prompt:
+            raise ProbeError(
+                f"{where}: candidate {name!r} ({answer!r}) merges with the end of the prompt when tokenized; "
+                "end the prompt at a token boundary (e.g. put the space in the answer)"
+            )
+        out[name] = full[len(prompt) :]
+    return out
+
+
 def phase_lead(prompt_len: int, step: int, align: int) -> int:
     """Extra pad copies (0..step-1) that put a prompt's answer at phase 0 at offset 0, so that at
     offset d every content's answer sits at phase d mod step, whatever the prompt's length."""
@@ -197,7 +220,7 @@ class PaddingCompletionProbe(Probe):
         """The first of unit, " unit", "unit " whose n repeats add exactly n tokens, all the same,
         and leave the tokens before and after the padding unchanged."""
         tried = []
-        for unit in (spec.pad_unit, " " + spec.pad_unit, spec.pad_unit + " "):
+        for unit in unit_variants(spec.pad_unit):
             if all(self._pads_cleanly(spec, unit, n) for n in offsets):
                 return unit
             tried.append(repr(unit))
@@ -210,24 +233,15 @@ class PaddingCompletionProbe(Probe):
     def _pads_cleanly(self, spec: CompletionSpec, unit: str, n: int) -> bool:
         return pads_cleanly(self._ids, *spec.prompt.split("{pad}"), unit, n)
 
-    def _item(self, content: int, spec: CompletionSpec, unit: str, d: int, label: str) -> ProbeItem:
-        lead = phase_lead(len(self._ids(spec.prompt.replace("{pad}", ""))), self.step, self.align)
-        text = spec.prompt.replace("{pad}", unit * (lead + d))
+    def _item(self, content: int, spec: CompletionSpec, unit: str, n: int, d: int, label: str) -> ProbeItem:
+        """Content ``content`` at offset d, padded with n = d + its lead copies of ``unit``."""
+        text = spec.prompt.replace("{pad}", unit * n)
         prompt = self._ids(text)
-        candidates = {}
-        for name, answer in spec.candidates.items():
-            full = self._ids(text + answer)
-            if full[: len(prompt)] != prompt:
-                raise ProbeError(
-                    f"{label}: candidate {name!r} ({answer!r}) merges with the end of the prompt when tokenized; "
-                    "end the prompt at a token boundary"
-                )
-            candidates[name] = full[len(prompt) :]
         return ProbeItem(
             content_id=content,
             offset=d,
             input_ids=prompt,
-            candidates=candidates,
+            candidates=answer_ids(self._ids, text, spec.candidates, label),
             target=spec.target,
             anchor_pos=len(prompt),
             answer_pos=len(prompt),
@@ -238,6 +252,8 @@ class PaddingCompletionProbe(Probe):
         padded = [d + lead for d in offsets for lead in range(self.step)]  # every n a lead can ask for
         units = [self._choose_unit(spec, padded, self._label(c, spec)) for c, spec in enumerate(contents)]
         self.contents, self.units = contents, units  # set together: spec() pairs them
-        return [
-            self._item(c, spec, units[c], d, self._label(c, spec)) for c, spec in enumerate(contents) for d in offsets
-        ]
+        items = []
+        for c, spec in enumerate(contents):
+            lead = phase_lead(len(self._ids(spec.prompt.replace("{pad}", ""))), self.step, self.align)
+            items += [self._item(c, spec, units[c], lead + d, d, self._label(c, spec)) for d in offsets]
+        return items

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
-from phasescope.probes.padding_completion import encoder, pads_cleanly, phase_lead
+from phasescope.probes.padding_completion import answer_ids, encoder, pads_cleanly, phase_lead, unit_variants
 
 PLACEHOLDER = "{pad}"
 FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order (with a space before or after)
@@ -147,7 +147,7 @@ class PromptsProbe(Probe):
         bases = [self.filler] if self.filler else list(FILLERS)
         tried = []
         for base in bases:
-            for unit in (base, " " + base, base + " "):
+            for unit in unit_variants(base):
                 if all(self._pads_cleanly(row["prompt"], unit, n) for row in rows for n in offsets):
                     return unit
                 tried.append(repr(unit))
@@ -164,20 +164,11 @@ class PromptsProbe(Probe):
         before, after = self._split(row["prompt"])
         text = before + self.unit * (lead + d) + after
         prompt = self._ids(text)
-        candidates = {}
-        for name, answer in row["candidates"].items():
-            full = self._ids(text + answer)
-            if full[: len(prompt)] != prompt:
-                raise ProbeError(
-                    f"prompt {content_id + 1} of {self.path}: candidate {name!r} ({answer!r}) merges with the end of "
-                    "the prompt when tokenized; end the prompt at a token boundary (e.g. put the space in the answer)"
-                )
-            candidates[name] = full[len(prompt) :]
         return ProbeItem(
             content_id=content_id,
             offset=d,
             input_ids=prompt,
-            candidates=candidates,
+            candidates=answer_ids(self._ids, text, row["candidates"], f"prompt {content_id + 1} of {self.path}"),
             target=row["target"],
             anchor_pos=len(prompt),
             answer_pos=len(prompt),

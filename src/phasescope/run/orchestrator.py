@@ -148,21 +148,6 @@ class SweepChecks:
         return plan | {"prompt_tokens": tokens, "longest_sequence": self.longest}
 
 
-def check_sweep_inputs(
-    items: list[ProbeItem],
-    offsets: list[int],
-    step: int,
-    vocab_size: int | None,
-    align: int = 0,
-    max_len: int | None = None,
-) -> None:
-    """All checks on a list of items at once (for callers holding every item)."""
-    check_offsets(offsets, step)
-    checks = SweepChecks(step, align, vocab_size, max_len, None, step)
-    checks.add(items)
-    checks.finish()
-
-
 def default_batch_size(longest: int) -> int:
     """Sequences per forward pass when the user does not say: 16, fewer for long prompts so a
     pass reads about TOKENS_PER_BATCH tokens (one sequence at a time from 32K tokens on)."""

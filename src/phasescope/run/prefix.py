@@ -90,10 +90,7 @@ def score_long(session, items: list[ProbeItem], step: int, align: int) -> list[d
 def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
     rest = torch.tensor([item.input_ids[prefix_len:]])
     last = torch.tensor([rest.shape[1] - 1])
-    if state is None:
-        logits, after = session.advance(None, rest, 0, keep=last)
-    else:
-        logits, after = session.advance(state, rest, prefix_len, keep=last)
+    logits, after = session.advance(state, rest, prefix_len, keep=last)  # state None: prefix_len is 0
     first = logits[0, -1].float()
     refuse_broken(first, item)
     first = torch.log_softmax(first, dim=-1)
