@@ -5,9 +5,12 @@ import pytest
 import torch
 
 from phasescope.errors import InputError
-from phasescope.inspect.ablation import ablate_heads, ablation_matrix, head_means, head_statistics, holm
+from phasescope.inspect.ablation import ablation_matrix, head_statistics, holm
+from phasescope.inspect.heads import ablate_heads, head_sites, record_means
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
+from planted_heads import PlantedHeads
+from test_hf_deepseek_v4 import tiny_v4
 from test_sweep import TASK
 
 
@@ -54,18 +57,23 @@ def test_zero_ablation_equals_zeroing_the_o_proj_input_slice(model):
     assert torch.equal(hooked, expected)
 
 
-def test_mean_ablation_uses_reference_means(model):
-    x = ids()
-    means = head_means(model, ids(4, 40, seed=3))
-    assert means[0].shape == (model.blocks[0].attn.n_heads, model.blocks[0].attn.head_dim)
-    with torch.no_grad():
-        with ablate_heads(model, [(0, 0)], mode="mean", means=means):
-            a = model(x)
-        with ablate_heads(model, [(0, 0)], mode="mean", reference_ids=ids(4, 40, seed=3)):
-            b = model(x)
-        with ablate_heads(model, [(0, 0)]):
-            z = model(x)
-    assert torch.allclose(a, b) and not torch.allclose(a, z)
+def test_mean_ablation_replaces_the_slice_with_its_recorded_mean(model):
+    x, layer, head = ids(), 0, 2
+    with torch.no_grad(), record_means(model) as means:
+        model(ids(4, 40, seed=3))
+    attn = model.blocks[layer].attn
+    assert means[layer].shape == (attn.n_heads, attn.head_dim)
+    seen = {}
+    with torch.no_grad(), ablate_heads(model, [(layer, head)], mode="mean", means=means):
+        # registered after the ablation's hook, so it sees what o_proj receives
+        hook = attn.o_proj.register_forward_pre_hook(lambda _m, args: seen.setdefault("x", args[0].clone()))
+        try:
+            model(x)
+        finally:
+            hook.remove()
+    d = attn.head_dim
+    assert torch.allclose(seen["x"][..., head * d : (head + 1) * d], means[layer][head].expand(2, 40, d))
+    assert all(not b.attn.o_proj._forward_pre_hooks for b in model.blocks)
 
 
 def test_hooks_removed_after_an_exception(model):
@@ -86,7 +94,7 @@ def test_bad_heads_and_modes_are_refused(model):
         pass
     with pytest.raises(InputError, match="mode"), ablate_heads(model, [(0, 0)], mode="shuffle"):
         pass
-    with pytest.raises(InputError, match="reference_ids"), ablate_heads(model, [(0, 0)], mode="mean"):
+    with pytest.raises(InputError, match="record_means"), ablate_heads(model, [(0, 0)], mode="mean"):
         pass
 
 
@@ -127,7 +135,7 @@ def test_holm():
 
 
 def test_ablation_matrix_end_to_end_on_a_tiny_decoder(model):
-    result = ablation_matrix(model, TASK, offsets=range(8), samples=3, layers=[0], n_permutations=50)
+    result = ablation_matrix(model, task=TASK, offsets=range(8), samples=3, layers=[0], n_permutations=50)
     n_heads = model.blocks[0].attn.n_heads
     assert [(r["layer"], r["head"]) for r in result["heads"]] == [(0, h) for h in range(n_heads)]
     row = result["heads"][0]
@@ -139,10 +147,14 @@ def test_ablation_matrix_end_to_end_on_a_tiny_decoder(model):
 
 
 def test_ablation_matrix_mean_mode_and_bad_layer(model):
-    result = ablation_matrix(model, TASK, offsets=range(8), samples=2, layers=[1], mode="mean", n_permutations=20)
+    result = ablation_matrix(model, task=TASK, samples=2, layers=[1], mode="mean", n_permutations=20)
     assert result["mode"] == "mean" and {r["layer"] for r in result["heads"]} == {1}
     with pytest.raises(InputError, match="layer 7"):
-        ablation_matrix(model, TASK, offsets=range(8), samples=2, layers=[7])
+        ablation_matrix(model, task=TASK, samples=2, layers=[7])
+    with pytest.raises(InputError, match="top_k"):
+        ablation_matrix(model, task=TASK, samples=2, layers=[1], top_k=4)
+    with pytest.raises(InputError, match="samples >= 2"):
+        ablation_matrix(model, task=TASK, samples=1, mode="resample")
 
 
 def test_the_ablate_command_writes_the_matrix_for_a_shipped_model(tmp_path):
@@ -162,5 +174,127 @@ def test_the_ablate_command_writes_the_matrix_for_a_shipped_model(tmp_path):
     saved = json.loads((tmp_path / "ablation.json").read_text())
     assert [(r["layer"], r["head"]) for r in saved["heads"]] == [(1, h) for h in range(4)]
     assert "layer 1 head 3: specialization index" in result.output
-    bad = runner.invoke(app, [*args, "--mode", "resample"])
-    assert bad.exit_code == 2 and "--mode 'resample' is invalid" in bad.output
+    assert [c["phase"] for c in saved["causal"]] == [0, 1, 2, 3] and saved["top_k"] == 1
+    assert "held-out contrast" in result.output
+    bad = runner.invoke(app, [*args, "--mode", "shuffle"])
+    assert bad.exit_code == 2 and "--mode 'shuffle' is invalid" in bad.output
+
+
+# --- planted: a model whose heads serve known phases (tests/planted_heads.py) ---
+
+SPECIALIST = [{2}, {0, 1, 3}, {0, 1, 3}, {0, 1, 3}]  # head 0 alone serves phase 2; 1-3 each serve the rest
+GENERALIST = [{0, 1, 2, 3}, set(), set(), set()]  # head 0 serves every phase, no head serves a phase
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean", "resample"])
+def test_a_head_hard_wired_to_a_phase_is_found_and_passes_the_held_out_check(mode):
+    planted = PlantedHeads(TASK.vocab_size, 4, SPECIALIST)
+    result = ablation_matrix(planted, task=TASK, step=4, samples=20, mode=mode, n_permutations=300)
+    rows = {r["head"]: r["accuracy"] for r in result["heads"]}
+    assert rows[0]["specialized"] and rows[0]["preferred_phase"] == 2 and rows[0]["p_holm"] < 0.05
+    assert not any(rows[h]["specialized"] for h in (1, 2, 3))
+    assert rows[0]["change_by_phase"][2]["mean"] < -0.5  # phase 2 fails without its head
+    assert all(rows[0]["change_by_phase"][p]["mean"] == 0 for p in (0, 1, 3))
+    causal = {c["phase"]: c for c in result["causal"]}
+    assert causal[2]["heads"] == [[0, 0]] and causal[2]["n_contents"] == 10
+    assert causal[2]["ci_low"] > 0.3 and causal[2]["p_holm"] < 0.05  # chosen on one half, holds on the other
+    for p in (0, 1, 3):  # no head serves these alone: their top head changes (almost) nothing
+        assert abs(causal[p]["contrast"]) < 0.1
+    assert not planted.blocks[0].attn.o_proj._forward_pre_hooks
+
+
+def test_no_head_is_flagged_when_none_serves_a_phase():
+    planted = PlantedHeads(TASK.vocab_size, 4, GENERALIST)
+    result = ablation_matrix(planted, task=TASK, step=4, samples=20, n_permutations=300)
+    rows = {r["head"]: r["accuracy"] for r in result["heads"]}
+    assert not any(r["specialized"] for r in rows.values())
+    assert all(c["mean"] < -0.4 for c in rows[0]["change_by_phase"])  # head 0 matters, at every phase alike
+    assert all(c["ci_low"] is None or c["ci_low"] <= 0.05 for c in result["causal"])
+
+
+# --- transformers models: Qwen3's o_proj and DeepSeek-V4's grouped o_a_proj ---
+
+
+def tiny_qwen3_model():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen3Config(
+        vocab_size=80,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=8,
+    )
+    return Qwen3ForCausalLM(cfg).eval()
+
+
+def v4_four_heads():
+    return tiny_v4(vocab_size=80, num_attention_heads=4, o_groups=2)  # two heads per output group
+
+
+def zeroed_weight_copy(hf_model, layer: int, head: int):
+    """The same model with head ``head``'s input columns of the output projection zeroed."""
+    import copy
+
+    clone = copy.deepcopy(hf_model)
+    site = head_sites(clone)[layer]
+    d, per_group = site.head_dim, site.n_heads // getattr(site.proj, "n_groups", 1)
+    with torch.no_grad():
+        if hasattr(site.proj, "n_groups"):  # weight rows: group-major blocks of o_lora_rank outputs
+            rows = site.proj.weight.view(site.proj.n_groups, -1, site.proj.in_features)
+            g, h = divmod(head, per_group)
+            rows[g, :, h * d : (h + 1) * d] = 0
+        else:
+            site.proj.weight[:, head * d : (head + 1) * d] = 0
+    return clone
+
+
+@pytest.mark.parametrize("build", [tiny_qwen3_model, v4_four_heads], ids=["qwen3", "deepseek-v4"])
+@pytest.mark.parametrize("head", [0, 3])
+def test_hf_zero_ablation_equals_zeroing_the_heads_projection_columns(build, head):
+    hf_model = build()
+    x = torch.randint(0, 80, (2, 21), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = hf_model(x).logits
+        with ablate_heads(hf_model, [(1, head)]):
+            hooked = hf_model(x).logits
+        expected = zeroed_weight_copy(hf_model, 1, head)(x).logits
+        after = hf_model(x).logits
+    assert not torch.allclose(before, hooked)
+    assert torch.allclose(hooked, expected, atol=1e-5)
+    assert torch.equal(before, after)  # hooks gone
+
+
+def test_hf_resample_takes_the_head_from_the_other_row():
+    hf_model = v4_four_heads()
+    a, b = (torch.randint(0, 80, (1, 21), generator=torch.Generator().manual_seed(s)) for s in (1, 2))
+    with torch.no_grad():
+        clean = hf_model(torch.cat([a, b])).logits
+        with ablate_heads(hf_model, [(0, 1)], mode="resample"):
+            same = hf_model(torch.cat([a, a])).logits  # the donor is identical: nothing changes
+            mixed = hf_model(torch.cat([a, b])).logits
+        with pytest.raises(RuntimeError, match="boom"), ablate_heads(hf_model, [(0, 1)], mode="resample"):
+            raise RuntimeError("boom")
+        after = hf_model(torch.cat([a, b])).logits
+    assert torch.allclose(same[0], clean[0], atol=1e-5) and not torch.allclose(mixed, clean, atol=1e-3)
+    assert torch.equal(after, clean)
+
+
+def test_ablation_matrix_runs_on_deepseek_v4():
+    hf_model = v4_four_heads()
+    result = ablation_matrix(hf_model, task=TASK, step=4, samples=4, layers=[0], n_permutations=50)
+    assert [(r["layer"], r["head"]) for r in result["heads"]] == [(0, h) for h in range(4)]
+    assert any(any(c["mean"] != 0 for c in r["logprob"]["change_by_phase"]) for r in result["heads"])
+    assert len(result["causal"]) == 4 and result["causal"][0]["n_contents"] == 2
+    assert all(not layer.self_attn.o_a_proj._forward_pre_hooks for layer in hf_model.model.layers)
+
+
+def test_a_model_without_weights_here_cannot_be_ablated():
+    from phasescope.backends import from_callable
+
+    served_like = from_callable(lambda ids: torch.zeros(ids.shape[0], ids.shape[1], TASK.vocab_size), step=4)
+    with pytest.raises(InputError, match="weights in this process"):
+        ablation_matrix(served_like, task=TASK, samples=2)

@@ -21,8 +21,9 @@ from phasescope.model.decoder import Attention
 HIDDEN, HEAD_DIM, N_HEADS, SLIDING, T = 32, 16, 2, 8, 37
 
 
-def tiny_v4() -> DeepseekV4ForCausalLM:
-    cfg = DeepseekV4Config(
+def tiny_v4(**overrides) -> DeepseekV4ForCausalLM:
+    """``overrides``: DeepseekV4Config fields replacing the tiny defaults."""
+    defaults = dict(
         vocab_size=64,
         hidden_size=HIDDEN,
         moe_intermediate_size=16,
@@ -46,7 +47,7 @@ def tiny_v4() -> DeepseekV4ForCausalLM:
         partial_rotary_factor=0.5,
     )
     torch.manual_seed(0)
-    model = DeepseekV4ForCausalLM(cfg).eval()
+    model = DeepseekV4ForCausalLM(DeepseekV4Config(**(defaults | overrides))).eval()
     with torch.no_grad():  # HF initialises position_bias, sinks and norm scales neutrally; make them matter
         for name, p in model.named_parameters():
             if name.endswith(("position_bias", "sinks")):

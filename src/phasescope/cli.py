@@ -594,41 +594,78 @@ def preferences(
 
 @command()
 def ablate(
-    model: str = typer.Option(..., "--model", help="A phasescope model directory (written by `phasescope train`)."),
-    out: str = typer.Option(None, help="Directory for ablation.json (default: print only)."),
-    mode: str = typer.Option("zero", help="How a head is removed: zero, or mean (its mean over task rows)."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        help="A phasescope model directory or hf:DIR (transformers, DeepSeek-V4 included): the weights must load "
+        "here (served openai: models cannot be ablated).",
+    ),
+    probe: str = typer.Option(
+        "kv-retrieval", help="Probe of the paired sweep: kv-retrieval, padding-completion or prompts:FILE.jsonl."
+    ),
+    out: str = typer.Option(
+        None, help="Directory for ablation.json; a sweep run dir puts the section into its report (default: print)."
+    ),
+    mode: str = typer.Option(
+        "zero",
+        help="How a head is removed: zero; mean (its mean over every token of the unablated sweep); resample "
+        "(its output on another content at the same offset; needs prompts of one length per offset).",
+    ),
     layers: str = typer.Option(None, help="Layers to ablate, e.g. 0,1 (default: all)."),
-    offsets: str = typer.Option("0:8", help="Offsets d of the paired kv-retrieval sweep (>= two periods)."),
-    samples: int = typer.Option(20, min=1, help="Content samples, each at every offset."),
-    seed: int = typer.Option(0, help="Seed of the contents and the permutations."),
+    top_k: int = typer.Option(1, min=1, help="Heads per phase removed together in the held-out causal check."),
+    offsets: str = typer.Option("0:8", help="Offsets d of the paired sweep (>= two periods)."),
+    samples: int = typer.Option(20, min=1, help="Content samples, each at every offset (half choose, half test)."),
+    seed: int = typer.Option(0, help="Seed of the contents, the half split and the permutations."),
     permutations: int = typer.Option(300, min=50, help="Within-content permutations per head."),
+    step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
+    local: int = typer.Option(None, min=0, help="Raw local window L (default: the model's config)."),
+    design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
+    tokenizer: str = typer.Option(None, help="Tokenizer directory for text probes on a phasescope model."),
+    dtype: str = typer.Option("float32", help="Weights dtype: float32, bfloat16 or float16."),
+    device: str = typer.Option("cpu", help="Torch device for the model (cpu, cuda, mps)."),
+    trust_remote_code: bool = typer.Option(False, help="hf: run the model directory's own Python code."),
 ) -> None:
-    """Remove each attention head in turn and rerun the same paired sweep: accuracy and log-prob
-    change per phase, a specialization index per head with a Holm-corrected p (docs/ablation.md)."""
+    """Remove each attention head in turn and rerun the same paired sweep: accuracy and log-prob change
+    per phase, a specialization index per head with a Holm-corrected p, and the held-out causal check
+    of the top-k heads per phase (docs/ablation.md)."""
     import json
     from pathlib import Path
 
+    from phasescope.backends import BackendOptions
     from phasescope.inspect.ablation import ablation_matrix
-    from phasescope.inspect.preferences import model_task
-    from phasescope.model.load import load_model_dir
+    from phasescope.inspect.heads import MODES
 
-    if mode not in ("zero", "mean"):
-        raise InputError(f"--mode {mode!r} is invalid; allowed: zero | mean")
+    if mode not in MODES:
+        raise InputError(f"--mode {mode!r} is invalid; allowed: {' | '.join(MODES)}")
     try:
         chosen = None if layers is None else [int(v) for v in layers.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--layers {layers!r}: use layer numbers separated by commas, e.g. 0,1") from None
-    task = model_task(model)  # before the weights load: a directory without a task fails fast
+    options = BackendOptions(dtype=dtype, device=device, trust_remote_code=trust_remote_code, tokenizer=tokenizer)
     result = ablation_matrix(
-        load_model_dir(model).eval(),
-        task,
+        model,
+        probe,
         offsets=parse_offsets(offsets),
         samples=samples,
         mode=mode,
         layers=chosen,
         seed=seed,
+        top_k=top_k,
         n_permutations=permutations,
+        progress=True,
+        options=options,
+        step=step,
+        local=local,
+        design=design,
     )
+    print_ablation(result)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "ablation.json").write_text(json.dumps(result, indent=1, allow_nan=False))
+        console.print(f"wrote {out}/ablation.json")
+
+
+def print_ablation(result: dict) -> None:
     console.print(
         "baseline accuracy by phase: "
         + "  ".join(f"{b['phase']}:{b['accuracy']:.0%}" for b in result["baseline"] if b["accuracy"] is not None)
@@ -636,15 +673,21 @@ def ablate(
     for row in result["heads"]:
         acc = row["accuracy"]
         p = "n/a" if acc["p_holm"] is None else f"{acc['p_holm']:.3f}"
+        index = "n/a" if acc["index"] is None else f"{acc['index']:.2f}"
         console.print(
-            f"layer {row['layer']} head {row['head']}: specialization index {acc['index']:.2f} "
+            f"layer {row['layer']} head {row['head']}: specialization index {index} "
             f"(preferred phase {acc['preferred_phase']}), Holm p {p}" + ("  SPECIALIZED" if acc["specialized"] else ""),
             highlight=False,
         )
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "ablation.json").write_text(json.dumps(result, indent=1, allow_nan=False))
-        console.print(f"wrote {out}/ablation.json")
+    for c in result["causal"]:
+        heads = ", ".join(f"L{layer}H{head}" for layer, head in c["heads"])
+        ci = "" if c["ci_low"] is None else f" [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+        p = "" if c["p_value"] is None else f", p {c['p_value']:.3g} (Holm over phases {c['p_holm']:.3g})"
+        console.print(
+            f"phase {c['phase']}: removing {heads} (chosen on {c['chosen_on']} contents) - held-out contrast "
+            f"{100 * c['contrast']:+.1f} pp{ci}{p} over {c['n_contents']} other contents",
+            highlight=False,
+        )
 
 
 def print_estimate(cfg) -> None:

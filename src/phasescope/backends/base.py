@@ -32,6 +32,7 @@ class LoadedModel:
     max_len: int | None = None  # longest sequence the model accepts (None: unknown)
     score: Callable | None = None  # items -> results, for backends without local logits (served models)
     prefix_session: object | None = None  # prefill(ids) -> state; extend(state, ids, start) -> logits (run.prefix)
+    module: object | None = None  # the torch module behind ``logits`` when it lives here (head ablation hooks it)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
         bos_id=getattr(tokenizer, "bos_token_id", None),
         max_len=getattr(config, "max_position_embeddings", None),
         prefix_session=session,
+        module=model,
     )
 
 
@@ -160,6 +161,7 @@ def from_pretrained_model(model, options: BackendOptions | None = None) -> Loade
         local=geometry.get("local"),
         description=f"in-memory {type(model).__name__}",
         max_len=getattr(config, "max_position_embeddings", None),
+        module=model,
     )
 
 

@@ -56,6 +56,7 @@ def from_decoder(
         fingerprint=fingerprint,
         task=task,
         description=description,
+        module=model,
     )
 
 
@@ -113,7 +114,14 @@ def from_callable(
     if isinstance(fn, Decoder):
         return from_decoder(fn)
     return LoadedModel(
-        logits=fn, vocab_size=vocab_size, step=step, align=align, window=window, local=local, description=repr(fn)[:80]
+        logits=fn,
+        vocab_size=vocab_size,
+        step=step,
+        align=align,
+        window=window,
+        local=local,
+        description=repr(fn)[:80],
+        module=fn if isinstance(fn, torch.nn.Module) else None,
     )
 
 

@@ -1,151 +1,65 @@
-"""Head interventions (issue #12 part 1): remove single attention heads and see which phases suffer.
+"""Head interventions (issue #12 part 1): remove attention heads and see which phases suffer.
 
-* ``ablate_heads(model, heads, mode)``: a context manager. A forward *pre*-hook on each
-  affected layer's output projection (``o_proj``) replaces head h's D columns of its input
-  [B,T,H*D] with zeros (``"zero"``) or with that slice's mean over a reference batch
-  (``"mean"``, see ``head_means``). Hooks are always removed on exit, exception or not.
+* The hooks live in ``inspect.heads`` (zero / mean / resample; phasescope models and
+  transformers models, DeepSeek-V4's grouped output projection included).
 * ``head_statistics``: from per-record differences (ablated − unablated) of the *same* items,
   per phase the mean change with a t 95% interval over contents (a content's records of one
   phase are averaged first: the items are paired), and per head a specialization index
   (max − min over phases of the mean drop), its preferred phase (the phase hurt most) and a
   within-content permutation p-value (each content's phase labels are permuted, contents fixed).
 * ``ablation_matrix``: the unablated paired sweep, then the same sweep (same seed → same items)
-  once per (layer, head) with that head removed, and the statistics above with a Holm
-  correction across heads.
+  once per (layer, head) with that head removed, the statistics above with a Holm correction
+  across heads, and the held-out causal check (``causal_contrast``): for each phase φ the k
+  heads whose removal hurt φ most *relative to the other phases* on a random half of the
+  contents are removed together, and on the other half the per-content contrast
+  drop(φ) − mean drop(other phases) is reported with a t interval over contents.
 """
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from phasescope.errors import InputError
+from phasescope.inspect.heads import MODES, Resample, ablate_heads, check_heads, head_sites, record_means
 
-MODES = ("zero", "mean")
 METRICS = ("accuracy", "logprob")
 
 
-def _check_heads(model, heads) -> list[tuple[int, int]]:
-    out = []
-    for pair in heads:
-        layer, head = (int(v) for v in pair)
-        if not 0 <= layer < len(model.blocks):
-            raise InputError(f"layer {layer} is invalid; the model has layers 0..{len(model.blocks) - 1}")
-        n_heads = model.blocks[layer].attn.n_heads
-        if not 0 <= head < n_heads:
-            raise InputError(f"head {head} of layer {layer} is invalid; the layer has heads 0..{n_heads - 1}")
-        out.append((layer, head))
-    return out
+def t_summary(values: np.ndarray) -> dict:
+    """Mean, t 95% interval over the values (contents) and a one-sample t-test p against 0; the
+    interval and p need two values, and p needs them to vary (None otherwise)."""
+    from scipy.stats import t as student_t
 
-
-@contextlib.contextmanager
-def _o_proj_inputs(model) -> Iterator[dict[int, list[torch.Tensor]]]:
-    """Records every layer's o_proj input summed over batch and tokens, with the token count."""
-    sums: dict[int, list] = {}
-    handles = []
-
-    def hook(layer):
-        def record(module, args):
-            x = args[0].detach().float()
-            acc = sums.setdefault(layer, [torch.zeros(x.shape[-1], dtype=torch.float64), 0])
-            acc[0] += x.reshape(-1, x.shape[-1]).sum(0).double().cpu()
-            acc[1] += x.shape[0] * x.shape[1]
-
-        return record
-
-    try:
-        for i, block in enumerate(model.blocks):
-            handles.append(block.attn.o_proj.register_forward_pre_hook(hook(i)))
-        yield sums
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def head_means(model, reference_ids: torch.Tensor, batch_size: int = 16) -> dict[int, torch.Tensor]:
-    """Per layer: the mean o_proj input over every token of ``reference_ids`` [R,T], as [H, D]."""
-    with torch.no_grad(), _o_proj_inputs(model) as sums:
-        for b0 in range(0, reference_ids.shape[0], batch_size):
-            model(reference_ids[b0 : b0 + batch_size])
-    out = {}
-    for layer, (total, count) in sums.items():
-        attn = model.blocks[layer].attn
-        out[layer] = (total / max(count, 1)).float().view(attn.n_heads, attn.head_dim)
-    return out
-
-
-@contextlib.contextmanager
-def ablate_heads(
-    model,
-    heads: Iterable[tuple[int, int]],
-    mode: str = "zero",
-    means: dict[int, torch.Tensor] | None = None,
-    reference_ids: torch.Tensor | None = None,
-) -> Iterator[None]:
-    """Remove the attention output of each (layer, head) of a phasescope ``Decoder`` inside the block.
-
-    mode "zero": head h's slice of o_proj's input is zeroed. mode "mean": it is replaced by its
-    mean over a reference batch — ``means`` (``head_means`` output, per layer [H, D]) or computed
-    once here from ``reference_ids``.
-    """
-    if mode not in MODES:
-        raise InputError(f"mode={mode!r} is invalid; allowed: {', '.join(MODES)}")
-    heads = _check_heads(model, heads)
-    if mode == "mean" and means is None:
-        if reference_ids is None:
-            raise InputError('mode="mean" needs means=head_means(...) or reference_ids')
-        means = head_means(model, reference_ids)
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
-        by_layer.setdefault(layer, []).append(head)
-
-    def pre_hook(layer: int, head_list: list[int]):
-        attn = model.blocks[layer].attn
-        d = attn.head_dim
-
-        def replace(module, args):
-            x = args[0].clone()
-            for h in head_list:
-                if mode == "zero":
-                    x[..., h * d : (h + 1) * d] = 0
-                else:
-                    x[..., h * d : (h + 1) * d] = means[layer][h].to(device=x.device, dtype=x.dtype)
-            return (x, *args[1:])
-
-        return replace
-
-    handles = []
-    try:
-        for layer, head_list in by_layer.items():
-            o_proj = model.blocks[layer].attn.o_proj
-            handles.append(o_proj.register_forward_pre_hook(pre_hook(layer, head_list)))
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    row = {"n_contents": n, "mean": None, "ci_low": None, "ci_high": None, "p_value": None}
+    if n == 0:
+        return row
+    mean = float(values.mean())
+    row["mean"] = mean
+    if n > 1:
+        se = float(values.std(ddof=1) / np.sqrt(n))
+        half = float(student_t.ppf(0.975, n - 1) * se)
+        row["ci_low"], row["ci_high"] = mean - half, mean + half
+        if se > 0:
+            row["p_value"] = float(2 * student_t.sf(abs(mean) / se, n - 1))
+    return row
 
 
 def phase_intervals(diffs: np.ndarray, phases: np.ndarray, contents: np.ndarray, step: int) -> list[dict]:
     """Per phase: mean per-content difference, t 95% interval over contents, n contents."""
-    from scipy.stats import t as student_t
-
     out = []
     for p in range(step):
         sel = phases == p
         per_content = np.array([diffs[sel & (contents == c)].mean() for c in np.unique(contents[sel])])
-        n = len(per_content)
-        row = {"phase": p, "n_contents": n, "mean": None, "ci_low": None, "ci_high": None}
-        if n:
-            mean = float(per_content.mean())
-            row["mean"] = mean
-            if n > 1:
-                half = float(student_t.ppf(0.975, n - 1) * per_content.std(ddof=1) / np.sqrt(n))
-                row["ci_low"], row["ci_high"] = mean - half, mean + half
-        out.append(row)
+        summary = t_summary(per_content)
+        del summary["p_value"]
+        out.append({"phase": p, **summary})
     return out
 
 
@@ -247,69 +161,193 @@ def _record_arrays(records: list[dict]):
     return keys, keyed, correct, logprob
 
 
+@dataclass
+class PairedSweep:
+    """The same sweep (same seed, so the same items) with any set of heads removed; differences
+    ablated − unablated per record, in the unablated sweep's record order."""
+
+    loaded: object  # LoadedModel
+    probe: str
+    kwargs: dict
+    mode: str
+    samples: int
+    means: dict | None = None
+    base: tuple | None = None
+
+    def run(self, heads: list[tuple[int, int]]) -> list[dict]:
+        import phasescope
+
+        resample = Resample()
+        loaded = self.loaded
+        if self.mode == "resample":  # every batch holds all contents at one offset: donors are the other rows
+            loaded = replace(loaded, logits=_shift_per_batch(loaded.logits, self.samples, resample))
+        with torch.no_grad(), ablate_heads(loaded.module, heads, self.mode, self.means, resample):
+            return phasescope.sweep(loaded, self.probe, **self.kwargs).records
+
+    def baseline(self) -> list[dict]:
+        import phasescope
+
+        with torch.no_grad(), record_means(self.loaded.module) as means:
+            records = phasescope.sweep(self.loaded, self.probe, **self.kwargs).records
+        self.means = means if self.mode == "mean" else None
+        self.base = _record_arrays(records)
+        return self.base[1]
+
+    def diffs(self, heads: list[tuple[int, int]]) -> dict[str, np.ndarray]:
+        keys, _, correct, logprob = self.base
+        a_keys, _, a_correct, a_logprob = _record_arrays(self.run(heads))
+        if a_keys != keys:
+            raise RuntimeError("the ablated sweep scored different items than the unablated one")
+        return {"accuracy": a_correct - correct, "logprob": a_logprob - logprob}
+
+
+def _shift_per_batch(logits, samples: int, resample: Resample):
+    """Resample donors: a batch of every content at one offset has ``samples`` x (rows per item)
+    rows, item-major, so the same candidate of the previous content is that many rows back."""
+
+    def shifted(ids: torch.Tensor) -> torch.Tensor:
+        if ids.shape[0] % samples:
+            rows = ids.shape[0]
+            raise RuntimeError(f"internal: a resample batch of {rows} rows does not hold all {samples} contents")
+        resample.shift = ids.shape[0] // samples
+        return logits(ids)
+
+    return shifted
+
+
 def ablation_matrix(
     model,
-    task,
+    probe: str = "kv-retrieval",
+    *,
     offsets=range(8),
     samples: int = 20,
-    step: int | None = None,
-    *,
     mode: str = "zero",
     layers: Iterable[int] | None = None,
     seed: int = 0,
-    design: str = "shift-needle",
-    reference_ids: torch.Tensor | None = None,
+    top_k: int = 1,
     n_permutations: int = 300,
     alpha: float = 0.05,
     batch_size: int | None = None,
+    progress: bool = False,
+    options=None,
+    **sweep_options,
 ) -> dict:
-    """Every (layer, head) of ``layers`` (default all) of a phasescope ``Decoder`` removed in turn;
-    the same paired kv-retrieval sweep each time; changes vs the unablated sweep per phase."""
-    import phasescope
+    """Every (layer, head) of ``layers`` (default all) removed in turn, the same paired sweep each
+    time (``phasescope.sweep`` with ``probe`` and ``sweep_options``: task, step, design, ...);
+    changes vs the unablated sweep per phase, specialization per head, and the held-out causal
+    contrast of the ``top_k`` heads per phase. ``model``: anything ``phasescope.sweep`` takes
+    whose weights live in this process (a phasescope model dir, ``hf:DIR``, a module)."""
+    from phasescope.api import resolve_model
 
-    layer_list = list(range(len(model.blocks))) if layers is None else [int(v) for v in layers]
-    _check_heads(model, [(lay, 0) for lay in layer_list])  # refuses a bad layer before any sweep
-    heads = [(lay, h) for lay in layer_list for h in range(model.blocks[lay].attn.n_heads)]
-    kwargs = dict(task=task, offsets=list(offsets), samples=samples, step=step, seed=seed, design=design)
-    if batch_size is not None:
+    if mode not in MODES:
+        raise InputError(f"mode={mode!r} is invalid; allowed: {', '.join(MODES)}")
+    if mode == "resample" and samples < 2:
+        raise InputError("mode resample takes each head's output from another content: use samples >= 2")
+    loaded = resolve_model(model, options)
+    sites = head_sites(loaded.module)
+    layer_list = list(range(len(sites))) if layers is None else [int(v) for v in layers]
+    check_heads(sites, [(layer, 0) for layer in layer_list])  # refuses a bad layer before any sweep
+    heads = [(layer, h) for layer in layer_list for h in range(sites[layer].n_heads)]
+    if not 1 <= top_k < len(heads):
+        raise InputError(f"top_k={top_k} is invalid; allowed: 1 .. {len(heads) - 1} (fewer than the heads ablated)")
+    kwargs = dict(offsets=list(offsets), samples=samples, seed=seed, **sweep_options)
+    if mode == "resample":  # plain batches of every content at one offset (donor = another content)
+        kwargs.update(prefix_reuse=False, batch_size=samples)
+    elif batch_size is not None:
         kwargs["batch_size"] = batch_size
-    with torch.no_grad():
-        base = phasescope.sweep(model, **kwargs)
-    keys, base_records, base_correct, base_logprob = _record_arrays(base.records)
+    paired = PairedSweep(loaded, probe, kwargs, mode, samples)
+    base_records = paired.baseline()
     phases = np.array([r["phase"] for r in base_records])
     contents = np.array([r["content_id"] for r in base_records])
-    step_used = int(base_records[0]["step"])
-    means = None
-    if mode == "mean":
-        if reference_ids is None:
-            rng = np.random.default_rng(seed + 1)
-            from phasescope.data.retrieval import sample_batch
-
-            reference_ids = torch.as_tensor(sample_batch(task, 16, rng).input_ids, dtype=torch.long)
-        means = head_means(model, reference_ids)
-    per_head = {}
-    for pair in heads:
-        with torch.no_grad(), ablate_heads(model, [pair], mode=mode, means=means):
-            ablated = phasescope.sweep(model, **kwargs)
-        a_keys, _, a_correct, a_logprob = _record_arrays(ablated.records)
-        if a_keys != keys:
-            raise RuntimeError("the ablated sweep scored different items than the unablated one")
-        per_head[pair] = {"accuracy": a_correct - base_correct, "logprob": a_logprob - base_logprob}
-    rows = head_statistics(per_head, phases, contents, step_used, seed, n_permutations, alpha)
+    step = int(base_records[0]["step"])
+    per_head = {pair: paired.diffs([pair]) for pair in _progress(heads, progress, "removing one head at a time")}
+    rows = head_statistics(per_head, phases, contents, step, seed, n_permutations, alpha)
+    causal = causal_contrast(paired, per_head, phases, contents, step, top_k, seed, progress)
+    correct = paired.base[2]
     baseline = [
-        {"phase": p, "accuracy": float(base_correct[phases == p].mean()) if (phases == p).any() else None}
-        for p in range(step_used)
+        {"phase": p, "accuracy": float(correct[phases == p].mean()) if (phases == p).any() else None}
+        for p in range(step)
     ]
     return {
+        "model": loaded.description,
+        "probe": probe,
         "mode": mode,
-        "step": step_used,
+        "step": step,
         "offsets": list(offsets),
         "samples": samples,
         "seed": seed,
+        "top_k": top_k,
         "n_permutations": n_permutations,
         "alpha": alpha,
         "baseline": baseline,
         "heads": rows,
+        "causal": causal,
         "note": "change = ablated − unablated on the same items; drop = −change; index = max − min over phases "
-        "of the mean drop; p: within-content permutation of phase labels, Holm-corrected across heads",
+        "of the mean drop; p: within-content permutation of phase labels, Holm-corrected across heads; causal: "
+        "top-k heads per phase chosen on half of the contents, contrast = drop(phase) − mean drop(other phases) "
+        "on the other half, t interval over those contents",
     }
+
+
+def _progress(items: list, enabled: bool, description: str):
+    if not enabled:
+        return items
+    from rich.progress import track
+
+    return track(items, description=description)
+
+
+def phase_contrast(diffs: np.ndarray, phases: np.ndarray, contents: np.ndarray, step: int, phase: int) -> np.ndarray:
+    """Per content (having ``phase`` and another phase): drop at ``phase`` − mean drop at the
+    other phases it has, where drop = −(ablated − unablated)."""
+    out = []
+    for c in np.unique(contents):
+        mine = contents == c
+        drops = {p: -diffs[mine & (phases == p)].mean() for p in range(step) if (mine & (phases == p)).any()}
+        others = [v for p, v in drops.items() if p != phase]
+        if phase in drops and others:
+            out.append(drops[phase] - float(np.mean(others)))
+    return np.array(out)
+
+
+def split_contents(contents: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random half of the contents to choose heads on, the other half to test them on."""
+    ids = np.random.default_rng([seed, 12]).permutation(np.unique(contents))
+    half = len(ids) // 2
+    return np.sort(ids[:half]), np.sort(ids[half:])
+
+
+def top_heads(per_head: dict, phases, contents, step: int, phase: int, k: int) -> list[tuple[int, int]]:
+    """The k heads whose removal hurt ``phase`` most relative to the other phases (accuracy,
+    log-prob breaking ties), on the records given."""
+
+    def score(pair):
+        d = per_head[pair]
+        return tuple(float(phase_contrast(d[m], phases, contents, step, phase).mean()) for m in METRICS)
+
+    return sorted(per_head, key=lambda pair: (tuple(-v for v in score(pair)), pair))[:k]
+
+
+def causal_contrast(
+    paired: PairedSweep, per_head: dict, phases, contents, step: int, k: int, seed: int, progress: bool = False
+):
+    """Per phase φ: the top-k heads for φ chosen on one half of the contents, removed together;
+    on the other half, drop(φ) − mean drop(other phases) per content with a t interval."""
+    chosen_on, tested_on = split_contents(contents, seed)
+    if len(chosen_on) < 2 or len(tested_on) < 2:
+        return []
+    pick = np.isin(contents, chosen_on)
+    test = np.isin(contents, tested_on)
+    selection = {pair: {m: d[m][pick] for m in METRICS} for pair, d in per_head.items()}
+    out = []
+    for phase in _progress(list(range(step)), progress, f"removing the top {k} heads of each phase"):
+        heads = top_heads(selection, phases[pick], contents[pick], step, phase, k)
+        diffs = paired.diffs(heads)
+        row = {"phase": phase, "k": k, "heads": [list(h) for h in heads], "chosen_on": len(chosen_on)}
+        accuracy = t_summary(phase_contrast(diffs["accuracy"][test], phases[test], contents[test], step, phase))
+        row.update(contrast=accuracy.pop("mean"), **accuracy)
+        row["logprob"] = t_summary(phase_contrast(diffs["logprob"][test], phases[test], contents[test], step, phase))
+        out.append(row)
+    for row, p in zip(out, holm([row["p_value"] for row in out]), strict=True):  # one test per phase
+        row["p_holm"] = p
+    return out
