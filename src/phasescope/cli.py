@@ -511,6 +511,14 @@ def report(
     console.print(f"report: {path}")
 
 
+def report_hint(out: str) -> None:
+    """After writing a section file (ablation/preferences/theory.json) into a sweep run directory."""
+    from pathlib import Path
+
+    if (Path(out) / "records.jsonl").exists():
+        console.print(f"{out} is a sweep run: `phasescope report {out}` adds this to its report.html", soft_wrap=True)
+
+
 @command()
 def theory(
     step: int = typer.Option(4, min=1, help="Compression step s of the main run (the by-step table is s=2,4,6,8)."),
@@ -518,7 +526,11 @@ def theory(
     seed: int = typer.Option(0, help="Seed of the initialisations."),
     capacity: float = typer.Option(16.0, min=0.01, help="Entry dimension d (tiny models: head dim 16)."),
     noise: float = typer.Option(0.25, min=0.0, help="Noise variance in the entry, per unit token norm."),
-    out: str = typer.Option(None, help="Directory for theory.json and theory_*.png figures (default: print only)."),
+    out: str = typer.Option(
+        None,
+        help="Directory for theory.json and theory_*.png figures (default: print only); a sweep run dir puts "
+        "them in its report.html (phasescope report RUN).",
+    ),
 ) -> None:
     """Gradient-flow model of training a compressor (docs/theory.md): when pooling breaks symmetry."""
     import json
@@ -548,13 +560,18 @@ def theory(
         (Path(out) / "theory.json").write_text(json.dumps(result, indent=1))
         write_figures(result, Path(out))
         console.print(f"wrote {out}/theory.json and {out}/theory_*.png")
+        report_hint(out)
     console.print(f"{time.perf_counter() - began:.1f} s")
 
 
 @command()
 def preferences(
     model: str = typer.Option(..., "--model", help="A phasescope model directory (written by `phasescope train`)."),
-    out: str = typer.Option(None, help="Directory for preferences.json and preferences.png (default: print only)."),
+    out: str = typer.Option(
+        None,
+        help="Directory for preferences.json and preferences.png (default: print only); a sweep run dir puts "
+        "them in its report.html (phasescope report RUN).",
+    ),
     run: str = typer.Option(None, "--run", help="A sweep run dir with metrics.json: compare per-phase accuracy."),
     rows: int = typer.Option(64, min=1, help="Rows of the model's own task to run."),
     seed: int = typer.Option(0, help="Seed of the task rows and the bootstrap."),
@@ -577,7 +594,8 @@ def preferences(
         console.print(line, highlight=False, soft_wrap=True)
     comparison = None
     if run:
-        comparison = compare_with_run(prefs, read_json(Path(run) / "metrics.json", "metrics"))
+        metrics = read_json(Path(run) / "metrics.json", "metrics", f"run `phasescope analyze {run}` first")
+        comparison = compare_with_run(prefs, metrics)
         prefs["run_comparison"] = comparison
         rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"
         console.print(
@@ -590,6 +608,7 @@ def preferences(
         (Path(out) / "preferences.json").write_text(json.dumps(prefs, indent=1))
         write_figure(prefs, Path(out) / "preferences.png", comparison)
         console.print(f"wrote {out}/preferences.json and {out}/preferences.png")
+        report_hint(out)
 
 
 @command()
@@ -663,6 +682,7 @@ def ablate(
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "ablation.json").write_text(json.dumps(result, indent=1, allow_nan=False))
         console.print(f"wrote {out}/ablation.json")
+        report_hint(out)
 
 
 def print_ablation(result: dict) -> None:
@@ -683,9 +703,10 @@ def print_ablation(result: dict) -> None:
         heads = ", ".join(f"L{layer}H{head}" for layer, head in c["heads"])
         ci = "" if c["ci_low"] is None else f" [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
         p = "" if c["p_value"] is None else f", p {c['p_value']:.3g} (Holm over phases {c['p_holm']:.3g})"
+        contrast = "not estimable" if c["contrast"] is None else f"{100 * c['contrast']:+.1f} pp"
         console.print(
             f"phase {c['phase']}: removing {heads} (chosen on {c['chosen_on']} contents) - held-out contrast "
-            f"{100 * c['contrast']:+.1f} pp{ci}{p} over {c['n_contents']} other contents",
+            f"{contrast}{ci}{p} over {c['n_contents']} other contents",
             highlight=False,
         )
 

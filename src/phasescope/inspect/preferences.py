@@ -262,47 +262,10 @@ def format_table(prefs: dict) -> list[str]:
 
 def write_figure(prefs: dict, path, comparison: dict | None = None) -> None:
     """Effective weight per slot for each layer/head (error bars: bootstrap 95% over rows);
-    with ``comparison`` (compare_with_run), per-phase accuracy beside mean weight per phase."""
-    import matplotlib
+    with ``comparison`` (compare_with_run), per-phase accuracy beside mean weight per phase.
+    The drawing lives in reporting/figures.py, which report.html's preferences section shares."""
+    from pathlib import Path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from phasescope.reporting.figures import preference_weights
 
-    panels = 2 if comparison else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.6), squeeze=False)
-    ax = axes[0][0]
-    series = [
-        (layer, h) for layer in prefs["layers"] if layer["effective"] for h in range(len(layer["effective"]["mean"]))
-    ]
-    width = 0.8 / max(1, len(series))
-    for i, (layer, h) in enumerate(series):
-        eff = layer["effective"]
-        mean = np.array(eff["mean"][h])
-        err = np.abs(np.array([eff["ci_low"][h], eff["ci_high"][h]]) - mean)
-        x = np.arange(len(mean)) + (i - (len(series) - 1) / 2) * width
-        ax.bar(x, mean, width, yerr=err, capsize=2, label=f"layer {layer['layer']} head {h}")
-    if series:
-        w = series[0][0]["window"]
-        ax.axhline(1 / w, color="gray", lw=0.8, ls="--", label=f"uniform 1/{w}")
-        ax.set_xticks(range(w), [f"{k}\n(ph {p})" for k, p in enumerate(series[0][0]["slot_phase"])])
-    ax.set_xlabel("window slot (0 = oldest) and its phase")
-    ax.set_ylabel("effective pooling weight")
-    ax.set_title("learned position preferences")
-    ax.legend(fontsize=7)
-    if comparison:
-        ax2 = axes[0][1]
-        ax2.plot(comparison["phases"], comparison["accuracy"], "o-", color="C3", label="accuracy (run)")
-        ax2.set_xlabel("phase")
-        ax2.set_ylabel("accuracy", color="C3")
-        twin = ax2.twinx()
-        twin.plot(comparison["phases"], comparison["weight"], "s--", color="C0", label="mean weight")
-        twin.set_ylabel("mean effective weight", color="C0")
-        rho = comparison["rho"]
-        ax2.set_title(
-            f"Spearman rho = {'n/a' if rho is None else f'{rho:.2f}'} "
-            f"({len(comparison['phases'])} points, descriptive only)"
-        )
-        ax2.set_xticks(comparison["phases"])
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    preference_weights(prefs, Path(path), comparison)

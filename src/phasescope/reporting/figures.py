@@ -1,4 +1,5 @@
-"""Figures from metrics.json (no model, no records needed)."""
+"""Figures from metrics.json and the optional section files of a run directory (ablation.json,
+preferences.json): no model, no records needed."""
 
 from __future__ import annotations
 
@@ -95,10 +96,81 @@ def margin_by_phase(metrics: dict, path: Path) -> None:
     _save(fig, path)
 
 
-def _save(fig, path: Path) -> None:
+def ablation_heatmap(ablation: dict, path: Path) -> None:
+    """Head x phase accuracy change when the head is removed (pp, ablated - unablated), diverging
+    colours centred at 0; cells without data are grey and say "n/e" (not estimable)."""
+    heads = ablation["heads"]
+    phases = sorted({c["phase"] for h in heads for c in h["accuracy"]["change_by_phase"]})
+    values = np.full((len(heads), len(phases)), np.nan)
+    for i, h in enumerate(heads):
+        for c in h["accuracy"]["change_by_phase"]:
+            if c.get("mean") is not None:
+                values[i, phases.index(c["phase"])] = 100 * c["mean"]
+    finite = values[np.isfinite(values)]
+    vmax = max(float(np.abs(finite).max()) if finite.size else 0.0, 1.0)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(phases), 1.2 + 0.32 * len(heads)))
+    cmap = plt.get_cmap("RdBu").with_extremes(bad="0.8")  # grey: not estimable
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-vmax, vmax=vmax, aspect="auto")
+    size = 8 if len(heads) <= 24 else 6
+    for (i, j), v in np.ndenumerate(values):
+        text = "n/e" if np.isnan(v) else f"{v:+.1f}"
+        dark = np.isfinite(v) and abs(v) > 0.6 * vmax
+        ax.text(j, i, text, ha="center", va="center", fontsize=size, color="white" if dark else "black")
+    step = ablation.get("step")
+    ax.set_xticks(range(len(phases)), [f"{p}{' (boundary)' if p == (step or 0) - 1 else ''}" for p in phases])
+    ax.set_yticks(range(len(heads)), [f"L{h['layer']}H{h['head']}" for h in heads], fontsize=size)
+    ax.set_xlabel("phase")
+    fig.colorbar(image, ax=ax, label="accuracy change (pp)")
+    ax.set_title("accuracy change when the head is removed", fontsize=9)
+    _save(fig, path)
+
+
+def preference_weights(prefs: dict, path: Path, comparison: dict | None = None) -> None:
+    """Effective weight per slot for each layer/head (error bars: bootstrap 95% over rows);
+    with ``comparison`` (inspect.preferences.compare_with_run), per-phase accuracy beside the
+    mean weight per phase."""
+    panels = 2 if comparison else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.6), squeeze=False)
+    ax = axes[0][0]
+    series = [
+        (layer, h) for layer in prefs["layers"] if layer["effective"] for h in range(len(layer["effective"]["mean"]))
+    ]
+    width = 0.8 / max(1, len(series))
+    for i, (layer, h) in enumerate(series):
+        eff = layer["effective"]
+        mean = np.array(eff["mean"][h])
+        err = np.abs(np.array([eff["ci_low"][h], eff["ci_high"][h]]) - mean)
+        x = np.arange(len(mean)) + (i - (len(series) - 1) / 2) * width
+        ax.bar(x, mean, width, yerr=err, capsize=2, label=f"layer {layer['layer']} head {h}")
+    if series:
+        w = series[0][0]["window"]
+        ax.axhline(1 / w, color="gray", lw=0.8, ls="--", label=f"uniform 1/{w}")
+        ax.set_xticks(range(w), [f"{k}\n(ph {p})" for k, p in enumerate(series[0][0]["slot_phase"])])
+    ax.set_xlabel("window slot (0 = oldest) and its phase")
+    ax.set_ylabel("effective pooling weight")
+    ax.set_title("learned position preferences")
+    ax.legend(fontsize=7)
+    if comparison:
+        ax2 = axes[0][1]
+        ax2.plot(comparison["phases"], comparison["accuracy"], "o-", color="C3", label="accuracy (run)")
+        ax2.set_xlabel("phase")
+        ax2.set_ylabel("accuracy", color="C3")
+        twin = ax2.twinx()
+        twin.plot(comparison["phases"], comparison["weight"], "s--", color="C0", label="mean weight")
+        twin.set_ylabel("mean effective weight", color="C0")
+        rho = comparison["rho"]
+        ax2.set_title(
+            f"Spearman rho = {'n/a' if rho is None else f'{rho:.2f}'} "
+            f"({len(comparison['phases'])} points, descriptive only)"
+        )
+        ax2.set_xticks(comparison["phases"])
+    _save(fig, path, dpi=120)
+
+
+def _save(fig, path: Path, dpi: int = 110) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
 
 

@@ -1,13 +1,14 @@
-"""One self-contained report.html: figures embedded, metrics table, spec, how to reproduce."""
+"""One self-contained report.html: figures embedded, metrics table, the optional sections of
+reporting/sections.py (ablation.json, preferences.json, theory.json), spec, how to reproduce."""
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from pathlib import Path
 
 from phasescope.reporting.figures import FIGURES
+from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.text import (
     flip_line,
     gap_line,
@@ -29,7 +30,7 @@ def write_report(run_dir: Path) -> Path:
     for name, draw in FIGURES.items():
         path = run_dir / "figures" / name
         draw(metrics, path)
-        images.append((name, base64.b64encode(path.read_bytes()).decode()))
+        images.append(figure_tag(path))
     page = _page(run_dir, metrics, spec, images)
     out = run_dir / "report.html"
     out.write_text(page)
@@ -80,8 +81,8 @@ def _summary(metrics: dict) -> str:
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 
-def _page(run_dir: Path, metrics: dict, spec: dict, images: list[tuple[str, str]]) -> str:
-    figures = "".join(f'<figure><img alt="{n}" src="data:image/png;base64,{b}"></figure>' for n, b in images)
+def _page(run_dir: Path, metrics: dict, spec: dict, images: list[str]) -> str:
+    figures = "".join(images)
     manifest_path = run_dir / "manifest.json"
     command = read_json(manifest_path, "sweep manifest").get("command") if manifest_path.exists() else None
     reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
@@ -94,7 +95,7 @@ pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}</style></head><body>
 {_summary(metrics)}
 <h2>Per-phase accuracy</h2>{_phase_table(metrics)}
 {_probability_table(metrics)}
-<h2>Figures</h2>{figures}
+<h2>Figures</h2>{figures}{optional_sections(run_dir)}
 <h2>Spec</h2><pre>{html.escape(json.dumps(spec, indent=2))}</pre>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>
 </body></html>

@@ -13,20 +13,17 @@ import numpy as np  # noqa: E402
 
 
 def write_figures(result: dict, out: Path) -> list[Path]:
+    """Every figure in FIGURES as ``out/theory_{name}.png`` (`phasescope theory --out`, report.html)."""
+    return [write_figure(result, name, out) for name in FIGURES]
+
+
+def write_figure(result: dict, name: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, draw in (
-        ("trajectories", _trajectories),
-        ("quality", _quality),
-        ("gap_vs_step", _gap_vs_step),
-        ("stability", _stability),
-    ):
-        fig = draw(result)
-        path = out / f"theory_{name}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
-    return paths
+    fig = FIGURES[name](result)
+    path = out / f"theory_{name}.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 def _trajectories(result):
@@ -88,3 +85,11 @@ def _stability(result):
     ax.set_title("uniform pooling unstable below d*")
     ax.legend(fontsize=7)
     return fig
+
+
+FIGURES = {
+    "trajectories": _trajectories,
+    "quality": _quality,
+    "gap_vs_step": _gap_vs_step,
+    "stability": _stability,
+}
