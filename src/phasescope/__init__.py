@@ -8,8 +8,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``phasescope.sweep`` / ``analyze`` / ``report`` load torch only when first used."""
-    if name in ("sweep", "analyze", "report"):
+    """``phasescope.sweep`` / ``analyze`` / ``report`` / ``compare`` load torch only when first used."""
+    if name in ("sweep", "analyze", "report", "compare"):
         from phasescope import api
 
         return getattr(api, name)

@@ -1,4 +1,4 @@
-"""The Python API: ``phasescope.sweep``, ``phasescope.analyze``, ``phasescope.report``."""
+"""The Python API: ``phasescope.sweep``, ``analyze``, ``report`` and ``compare``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from phasescope.backends import BackendOptions, LoadedModel, from_callable, load_spec
 from phasescope.backends.native import from_decoder
@@ -20,6 +21,9 @@ from phasescope.probes.prompts import PromptsProbe
 from phasescope.recordfile import read_records
 from phasescope.run.orchestrator import SweepResult, run_sweep
 from phasescope.runfiles import atomic_write_text, read_json
+
+if TYPE_CHECKING:
+    from phasescope.reporting.compare import ComparedRun
 
 
 def resolve_model(model, options: BackendOptions | None = None) -> LoadedModel:
@@ -253,11 +257,9 @@ def records_digest(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def report(run_dir: str | Path) -> Path:
-    """Figures and a self-contained report.html. The report always describes the records on
-    disk: metrics.json is recomputed when it is missing, unreadable or older than the records."""
-    from phasescope.reporting.html import write_report
-
+def current_metrics(run_dir: str | Path) -> dict:
+    """The run's metrics.json, recomputed (``analyze``) when it is missing, unreadable or
+    describes other records than those on disk (its records digest differs)."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / "metrics.json"
     current = None
@@ -268,5 +270,56 @@ def report(run_dir: str | Path) -> Path:
             current = None  # recomputed below from the records
     records = run_dir / "records.jsonl"
     if current is None or not records.exists() or current.get("records_sha256") != records_digest(records):
-        analyze(run_dir)
-    return write_report(run_dir)
+        return analyze(run_dir)
+    return current
+
+
+def report(run_dir: str | Path) -> Path:
+    """Figures and a self-contained report.html. The report always describes the records on
+    disk: metrics.json is recomputed when it is missing, unreadable or older than the records."""
+    from phasescope.reporting.html import write_report
+
+    current_metrics(run_dir)
+    return write_report(Path(run_dir))
+
+
+def compare(runs, out: str | Path, labels: list[str] | None = None) -> Path:
+    """Several sweep run directories side by side in one self-contained ``out/compare.html``:
+    per-phase accuracy table, accuracy over offsets overlaid, phase gaps as a forest plot.
+
+    ``runs``: a list of ``phasescope sweep --out`` directories (meant for two or more; one
+    works). Each run's metrics.json is recomputed first when it is missing or stale, as in
+    ``report``. ``labels``: one name per run, in order (default: each directory's name)."""
+    from phasescope.reporting.compare import write_compare
+
+    return write_compare(compared_runs(runs, labels), Path(out))
+
+
+def compared_runs(runs, labels: list[str] | None = None) -> list[ComparedRun]:
+    """``ComparedRun`` (label, directory, current metrics) for each run; every path and label
+    is checked before any metrics are recomputed, so a typo fails fast."""
+    from phasescope.reporting.compare import ComparedRun, run_labels
+
+    if isinstance(runs, (str, Path)) or isinstance(labels, str):
+        raise InputError("runs and labels must be lists, e.g. compare(['runs/a', 'runs/b'], out, labels=['a', 'b'])")
+    paths = [Path(r) for r in runs]
+    if not paths:
+        raise InputError("no run directory to compare; pass the --out directories of `phasescope sweep` (two or more)")
+    names = run_labels(paths, labels)
+    for path in paths:
+        check_sweep_run_dir(path)
+    return [ComparedRun(name, path, current_metrics(path)) for name, path in zip(names, paths, strict=True)]
+
+
+def check_sweep_run_dir(path: Path) -> None:
+    """InputError saying what is missing when ``path`` is not a directory written by a sweep."""
+    make = f"make one with `phasescope sweep --model MODEL --out {path}`"
+    if not path.exists():
+        raise InputError(f"run directory {path} does not exist; {make}, or check the path")
+    if not path.is_dir():
+        raise InputError(f"{path} is a file, not a run directory; pass the --out directory of `phasescope sweep`")
+    if not (path / "records.jsonl").exists():
+        raise InputError(
+            f"{path} is not a sweep run directory: it has no records.jsonl; pass the --out directory of "
+            f"`phasescope sweep`, or {make}"
+        )

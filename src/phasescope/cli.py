@@ -520,6 +520,43 @@ def report_hint(out: str) -> None:
 
 
 @command()
+def compare(
+    runs: list[str] = typer.Argument(
+        ..., help="Run directories (the --out of `phasescope sweep`); meant for two or more, one works too."
+    ),
+    out: str = typer.Option(..., help="Directory for compare.html and its figures (created if needed)."),
+    label: list[str] | None = typer.Option(
+        None,
+        "--label",
+        help="Name of a run in the table and figures; repeat once per run, in order (default: directory names).",
+    ),
+) -> None:
+    """Several sweep runs side by side -> DIR/compare.html (self-contained): per-phase accuracy with
+    Wilson intervals, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
+    as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`."""
+    from pathlib import Path
+
+    from phasescope.api import compared_runs
+    from phasescope.reporting.compare import CAPTION, comparison_table, run_notes, write_compare
+
+    compared = compared_runs(runs, label)
+    path = write_compare(compared, Path(out))
+    head, rows = comparison_table(compared)
+    table = Table(title="phasescope compare", caption=CAPTION)
+    table.add_column(head[0], no_wrap=True)
+    for col in head[1:]:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    for line in run_notes(compared):
+        console.print(f"note: {line}", highlight=False)
+    if len(compared) == 1:
+        console.print("note: one run, nothing to compare it with (compare is meant for two or more)")
+    console.print(f"compare: {path}")
+
+
+@command()
 def theory(
     step: int = typer.Option(4, min=1, help="Compression step s of the main run (the by-step table is s=2,4,6,8)."),
     starts: int = typer.Option(32, min=1, help="Random near-uniform initialisations per setting."),

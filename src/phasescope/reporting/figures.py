@@ -1,5 +1,6 @@
-"""Figures from metrics.json and the optional section files of a run directory (ablation.json,
-preferences.json): no model, no records needed."""
+"""Figures from metrics.json and a run directory's optional section files (ablation.json,
+preferences.json) — no model, no records needed: one run's (``FIGURES``, report.html) and
+several runs' (``offset_overlay``, ``gap_forest``: compare.html)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,40 @@ def preference_weights(prefs: dict, path: Path, comparison: dict | None = None) 
         )
         ax2.set_xticks(comparison["phases"])
     _save(fig, path, dpi=120)
+
+
+def offset_overlay(curves: dict[str, tuple[list[int], list[float]]], path: Path) -> None:
+    """Accuracy over offsets of several runs in one figure (``phasescope compare``): label ->
+    (offsets, accuracy at each)."""
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for label, (offsets, accuracy) in curves.items():
+        ax.plot(offsets, accuracy, "o-", ms=3, lw=1, label=label)
+    ax.set_xlabel("offset d")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(-0.03, 1.05)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the curves fill the axes
+    ax.set_title("accuracy over offsets, all runs", fontsize=9)
+    _save(fig, path)
+
+
+def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: Path) -> None:
+    """Drift-adjusted phase gap of each run with its 95% interval, one row per run, first run on
+    top (``phasescope compare``): (label, gap pp or None, [low, high] or None: a bare dot)."""
+    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.45 * len(rows)))
+    ys = list(range(len(rows)))[::-1]
+    for y, (_, gap, ci) in zip(ys, rows, strict=True):
+        if gap is None:
+            ax.text(0, y, " not estimable", va="center", fontsize=8, color="gray")
+            continue
+        # clip: an interval need not contain the point estimate, and errorbar refuses negative lengths
+        err = None if ci is None else [[max(gap - ci[0], 0)], [max(ci[1] - gap, 0)]]
+        ax.errorbar([gap], [y], xerr=err, fmt="o", color="black", capsize=4)
+    ax.axvline(0, color="gray", lw=0.8, ls="--")  # an interval that reaches 0 shows no clear phase effect
+    ax.set_yticks(ys, [label for label, _, _ in rows], fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("drift-adjusted phase gap (pp), 95% interval")
+    ax.set_title("phase gap per run", fontsize=9)
+    _save(fig, path)
 
 
 def _save(fig, path: Path, dpi: int = 110) -> None:

@@ -1,0 +1,163 @@
+"""`phasescope compare`: tiny planted runs side by side in one compare.html."""
+
+import base64
+import json
+import re
+import shutil
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import phasescope
+from phasescope.api import compared_runs, records_digest
+from phasescope.backends import from_callable
+from phasescope.cli import app
+from phasescope.data.retrieval import QUERY, RetrievalTask
+from phasescope.errors import InputError
+from phasescope.reporting.compare import FIGURE_NAMES, offset_curve
+
+TASK = RetrievalTask(
+    n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
+)
+
+
+class Planted:
+    """Answers right unless the needle's value sits at ``bad_phase`` (mod ``step``); None: always right."""
+
+    def __init__(self, step: int, bad_phase: int | None):
+        self.step, self.bad_phase = step, bad_phase
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(*ids.shape, TASK.vocab_size)
+        for b, row in enumerate(ids.tolist()):
+            end = len(row) - 1
+            while row[end] == 0:  # right padding
+                end -= 1
+            assert row[end - 1] == QUERY
+            pos = max(p for p in range(1, end - 1) if row[p] == row[end])  # the needle's key
+            wrong = self.bad_phase is not None and (pos + 1) % self.step == self.bad_phase
+            logits[b, end, TASK.value_ids[0] if wrong else row[pos + 1]] = 10.0
+        return logits
+
+
+def sweep_run(out, step, bad_phase, samples):
+    model = from_callable(Planted(step, bad_phase), vocab_size=TASK.vocab_size, step=step, align=0)
+    phasescope.sweep(model, task=TASK, samples=samples, out=out, design="pad-prefix", offsets=range(12))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Three runs: step 4 (phase 3 bad, 12 contents), step 2 (phase 0 bad), step 4 always right;
+    the last has no metrics.json yet, so compare must analyze it."""
+    root = tmp_path_factory.mktemp("runs")
+    made = [
+        sweep_run(root / "s4", 4, 3, 12),
+        sweep_run(root / "s2", 2, 0, 12),
+        sweep_run(root / "full", 4, None, 6),
+    ]
+    for run in made[:2]:
+        phasescope.analyze(run, n_resamples=300)
+    return made
+
+
+def table_rows(page: str) -> dict[str, list[str]]:
+    """compare.html's table as {row name: cells, one per run}."""
+    table = re.search(r"<table>(.*?)</table>", page, re.S).group(1)
+    rows = [re.findall(r"<t[dh]>(.*?)</t[dh]>", row) for row in re.findall(r"<tr>(.*?)</tr>", table)]
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_table_holds_each_runs_own_per_phase_accuracy(runs, tmp_path):
+    page = phasescope.compare(runs, tmp_path / "cmp").read_text()
+    rows = table_rows(page)
+    assert rows[""] == ["s4", "s2", "full"]
+    assert rows["step"] == ["4", "2", "4"]
+    assert (runs[2] / "metrics.json").exists()  # the run without metrics was analyzed
+    for i, run in enumerate(runs):
+        metrics = json.loads((run / "metrics.json").read_text())
+        for r in metrics["phases"]:
+            boundary = "*" if r["phase"] == metrics["step"] - 1 else ""
+            expected = f"{r['accuracy']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]{boundary}"
+            assert rows[f"phase {r['phase']}"][i] == expected
+        assert rows["overall accuracy"][i] == f"{metrics['overall_accuracy']:.3f}"
+    # the planted effects themselves, so the cells are not just self-consistent
+    assert rows["phase 3"][0].startswith("0.000") and rows["phase 0"][0].startswith("1.000")
+    assert rows["phase 0"][1].startswith("0.000") and rows["phase 1"][1] == "1.000 [0.949, 1.000]*"
+    # the step-2 run has no phases 2 and 3: blank cells, not zeros
+    assert rows["phase 2"][1] == "" and rows["phase 3"][1] == ""
+    assert rows["detected period"][0].startswith("4 (p = ") and rows["detected period"][1].startswith("2 (p = ")
+    s4 = json.loads((runs[0] / "metrics.json").read_text())
+    assert rows["adjusted gap pp [95%]"][0] == f"{s4['gap_pp']:.1f} [{s4['gap_ci_pp'][0]:.1f}, " + (
+        f"{s4['gap_ci_pp'][1]:.1f}]"
+    )
+    assert "full: only 6 content samples" in page  # its caveat is shown
+
+
+def test_figures_exist_and_are_embedded(runs, tmp_path):
+    page = phasescope.compare(runs[:2], tmp_path / "cmp", labels=["four", "two"]).read_text()
+    for name in FIGURE_NAMES:
+        data = (tmp_path / "cmp" / "figures" / name).read_bytes()
+        assert data.startswith(b"\x89PNG")
+        assert base64.b64encode(data).decode() in page
+    assert re.findall(r'src="([^":]*)', page) == ["data", "data"]  # self-contained: no file links
+    assert table_rows(page)[""] == ["four", "two"]
+    assert "--label four --label two" in page  # the reproduce command
+
+
+def test_stale_metrics_is_recomputed(runs, tmp_path):
+    run = shutil.copytree(runs[0], tmp_path / "s4")
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    kept = [line for line in lines if json.loads(line)["content_id"] != 0]  # drop one content
+    (run / "records.jsonl").write_text("".join(kept))
+    page = phasescope.compare([run, runs[1]], tmp_path / "cmp").read_text()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["records_sha256"] == records_digest(run / "records.jsonl")
+    assert metrics["n_records"] == len(kept) < len(lines)
+    assert table_rows(page)["contents x offsets"][0] == "11 x 12"
+
+
+def test_offset_curve_falls_back_to_records(runs, tmp_path):
+    run = shutil.copytree(runs[1], tmp_path / "old")
+    metrics = json.loads((run / "metrics.json").read_text())
+    expected = (metrics["offsets"], metrics["accuracy_by_offset"])
+    del metrics["accuracy_by_offset"]  # as written before metrics held it; the digest still matches
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    (compared,) = compared_runs([run])
+    assert "accuracy_by_offset" not in compared.metrics
+    assert offset_curve(compared) == expected
+
+
+def test_bad_inputs_are_clear_errors(runs, tmp_path):
+    with pytest.raises(InputError, match="1 labels for 2 runs; give one --label per run"):
+        phasescope.compare(runs[:2], tmp_path, labels=["a"])
+    with pytest.raises(InputError, match="two runs have the label 'a'"):
+        phasescope.compare(runs[:2], tmp_path, labels=["a", "a"])
+    with pytest.raises(InputError, match="two runs have the label 's4'"):
+        phasescope.compare([runs[0], runs[0]], tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(
+        InputError, match=r"empty is not a sweep run directory: it has no records.jsonl; pass the --out"
+    ):
+        phasescope.compare([runs[0], tmp_path / "empty"], tmp_path / "cmp")
+    with pytest.raises(InputError, match="does not exist"):
+        phasescope.compare([runs[0], tmp_path / "typo"], tmp_path / "cmp")
+    with pytest.raises(InputError, match="no run directory to compare"):
+        phasescope.compare([], tmp_path / "cmp")
+    with pytest.raises(InputError, match="must be lists"):
+        phasescope.compare(str(runs[0]), tmp_path / "cmp")
+    assert not (tmp_path / "cmp").exists()  # every check runs before anything is written
+
+
+def test_cli_prints_the_table_and_refuses_bad_labels(runs, tmp_path):
+    runner = CliRunner()
+    args = ["compare", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "cmp")]
+    result = runner.invoke(app, [*args, "--label", "four", "--label", "two"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "four" in result.output and "phase 3" in result.output and "compare.html" in result.output
+    result = runner.invoke(app, [*args, "--label", "only-one"])
+    assert result.exit_code == 2
+    assert "error:" in result.output and "1 labels for 2 runs" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["compare", "--help"], env={"COLUMNS": "200"})
+    assert "--label" in result.output and "meant for two or more" in result.output
