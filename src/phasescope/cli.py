@@ -603,7 +603,12 @@ def theory(
 
 @command()
 def preferences(
-    model: str = typer.Option(..., "--model", help="A phasescope model directory (written by `phasescope train`)."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        help="A phasescope model directory (written by `phasescope train`), or hf:DIR: a transformers "
+        "DeepseekV4ForCausalLM export with phasescope.json (its task).",
+    ),
     out: str = typer.Option(
         None,
         help="Directory for preferences.json and preferences.png (default: print only); a sweep run dir puts "
@@ -617,11 +622,16 @@ def preferences(
     import json
     from pathlib import Path
 
-    from phasescope.inspect.preferences import compare_with_run, format_table, model_preferences, task_rows
-    from phasescope.model.load import load_model_dir
+    from phasescope.inspect.preferences import (
+        compare_with_run,
+        format_table,
+        load_for_preferences,
+        model_preferences,
+        task_rows,
+    )
     from phasescope.runfiles import read_json
 
-    prefs = model_preferences(load_model_dir(model).eval(), task_rows(model, rows, seed), seed=seed)
+    prefs = model_preferences(load_for_preferences(model), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
         raise InputError(f"{model} has no compressed layer: no position preferences to report")
     console.print(

@@ -31,7 +31,8 @@ class HFBackend(Backend):
         return load_hf(spec[len(self.prefix) :], options)
 
 
-def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
+def load_hf_module(path: str | Path, options: BackendOptions | None = None):
+    """(config, the transformers causal LM in eval mode) of a local directory; InputError if it cannot load."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     options = options or BackendOptions()
@@ -48,7 +49,14 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
         raise InputError(
             f"hf:{path}: transformers cannot load it as a causal LM ({type(err).__name__}: {err})"
         ) from None
-    model.eval()
+    return config, model.eval()
+
+
+def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
+    options = options or BackendOptions()
+    trust_remote_code = options.trust_remote_code
+    path = Path(path)
+    config, model = load_hf_module(path, options)
     meta = read_json(path / "phasescope.json", "phasescope metadata") if (path / "phasescope.json").exists() else {}
     geometry = meta.get("compression") or _geometry_from_config(config)
     if not isinstance(geometry, dict):

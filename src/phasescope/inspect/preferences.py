@@ -20,12 +20,17 @@ Slot to phase (DESIGN.md §2, phase = (pos - align) mod s): a window ends at ``e
 ``e ≡ a_h - 1 (mod s)`` (``a_h`` the head's align), so slot k sits at ``e - w + 1 + k`` and
 has phase ``(k - w) mod s`` — ``k mod s`` when w is a multiple of s; the last slot is the
 boundary phase s-1.
+
+A transformers ``DeepseekV4ForCausalLM`` (``phasescope preferences --model hf:DIR``) gets the
+same report from ``preferences_v4``: ``model_preferences`` and ``effective_preferences`` hand
+any model that is not a phasescope Decoder to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -130,29 +135,41 @@ def _bootstrap(rows: np.ndarray, rng: np.random.Generator, n: int) -> tuple[np.n
 def effective_preferences(
     model, input_ids: torch.Tensor, batch_size: int = 16, seed: int = 0, n_resamples: int = 1000
 ) -> dict[int, dict]:
-    """Per compressed layer: {"mean","std","ci_low","ci_high": [Hk][w]} over the rows of input_ids."""
+    """Per compressed layer: {"mean","std","ci_low","ci_high": [Hk][w]} over the rows of input_ids.
+    A transformers DeepseekV4 model: its compressors (preferences_v4; indexers in model_preferences)."""
+    if not hasattr(model, "blocks"):
+        from phasescope.inspect.preferences_v4 import effective_preferences_v4
+
+        return effective_preferences_v4(model, input_ids, batch_size, seed, n_resamples)[0]
     recorder_rows: dict[int, list[np.ndarray]] = {}
     with torch.no_grad(), record_slot_weights(model) as rec:
         for b0 in range(0, input_ids.shape[0], batch_size):
             model(input_ids[b0 : b0 + batch_size], logits_at=slice(-1, None))
         recorder_rows = rec.rows
     rng = np.random.default_rng(seed)
-    out = {}
-    for layer, chunks in recorder_rows.items():
-        rows = np.concatenate(chunks)  # [R, Hk, w]
-        lo, hi = zip(*(_bootstrap(rows[:, h], rng, n_resamples) for h in range(rows.shape[1])), strict=True)
-        out[layer] = {
-            "mean": rows.mean(axis=0).tolist(),
-            "std": rows.std(axis=0, ddof=1 if len(rows) > 1 else 0).tolist(),
-            "ci_low": np.stack(lo).tolist(),
-            "ci_high": np.stack(hi).tolist(),
-            "n_rows": int(len(rows)),
-        }
-    return out
+    return {layer: summarise_rows(chunks, rng, n_resamples) for layer, chunks in recorder_rows.items()}
+
+
+def summarise_rows(chunks: list[np.ndarray], rng: np.random.Generator, n_resamples: int) -> dict:
+    """Per-row slot weights (chunks of [rows, Hk, w]) -> {"mean","std","ci_low","ci_high": [Hk][w], "n_rows"}."""
+    rows = np.concatenate(chunks)  # [R, Hk, w]
+    lo, hi = zip(*(_bootstrap(rows[:, h], rng, n_resamples) for h in range(rows.shape[1])), strict=True)
+    return {
+        "mean": rows.mean(axis=0).tolist(),
+        "std": rows.std(axis=0, ddof=1 if len(rows) > 1 else 0).tolist(),
+        "ci_low": np.stack(lo).tolist(),
+        "ci_high": np.stack(hi).tolist(),
+        "n_rows": int(len(rows)),
+    }
 
 
 def model_preferences(model, input_ids: torch.Tensor, seed: int = 0) -> dict:
-    """preferences.json content: learned and effective slot preferences of every compressed layer."""
+    """preferences.json content: learned and effective slot preferences of every compressed layer
+    (a phasescope Decoder, or a transformers DeepseekV4 model: preferences_v4)."""
+    if not hasattr(model, "blocks"):
+        from phasescope.inspect.preferences_v4 import model_preferences_v4
+
+        return model_preferences_v4(model, input_ids, seed=seed)
     effective = effective_preferences(model, input_ids, seed=seed)
     layers = []
     for i, block in enumerate(model.blocks):
@@ -217,18 +234,48 @@ def compare_with_run(prefs: dict, metrics: dict) -> dict:
 
 
 def model_task(model_dir):
-    """The RetrievalTask a `phasescope train` directory was trained on; InputError without one."""
-    from pathlib import Path
-
-    from phasescope.backends.native import read_task
+    """The RetrievalTask a model was trained on: a `phasescope train` directory's train_config.json,
+    or for ``hf:DIR`` the task in DIR/phasescope.json (phasescope's HF export); InputError without one."""
     from phasescope.data.retrieval import RetrievalTask
     from phasescope.errors import InputError
+
+    if str(model_dir).startswith("hf:"):
+        from phasescope.runfiles import read_json
+
+        path = Path(str(model_dir)[len("hf:") :]) / "phasescope.json"
+        task = read_json(path, "phasescope metadata").get("task") if path.exists() else None
+        if not isinstance(task, dict):
+            raise InputError(
+                f"{path} has no task: this needs the model's own task rows (a HF export of `phasescope train`)"
+            )
+        return RetrievalTask.from_dict(task)
+
+    from phasescope.backends.native import read_task
 
     task = read_task(model_dir)
     if task is None:
         path = Path(model_dir) / "train_config.json"
         raise InputError(f"{path} is missing: this needs the model's own task rows (a `phasescope train` dir)")
     return RetrievalTask.from_dict(task)
+
+
+def load_for_preferences(model: str):
+    """A phasescope model directory -> its Decoder; ``hf:DIR`` -> a transformers DeepseekV4 model."""
+    if not model.startswith("hf:"):
+        from phasescope.model.load import load_model_dir
+
+        return load_model_dir(model).eval()
+    from phasescope.backends.hf import load_hf_module
+    from phasescope.errors import InputError
+    from phasescope.inspect.preferences_v4 import is_deepseek_v4
+
+    _, hf_model = load_hf_module(model[len("hf:") :])
+    if not is_deepseek_v4(hf_model):
+        raise InputError(
+            f"{model} is a {type(hf_model).__name__}: learned position preferences need a transformers "
+            "DeepseekV4ForCausalLM (its compressors have per-slot parameters)"
+        )
+    return hf_model
 
 
 def task_rows(model_dir, n_rows: int, seed: int) -> torch.Tensor:
@@ -240,7 +287,8 @@ def task_rows(model_dir, n_rows: int, seed: int) -> torch.Tensor:
 
 
 def format_table(prefs: dict) -> list[str]:
-    """One line per layer x head: effective weight per slot (mean ± std), then the learned parameters."""
+    """One line per layer x head: effective weight per slot (mean ± std), then the learned parameters
+    (DeepseekV4 layers: position_bias and its bias-only weight on lines below, then the indexer)."""
     lines = []
     for layer in prefs["layers"]:
         eff, learned = layer["effective"], layer["learned"]
@@ -248,16 +296,30 @@ def format_table(prefs: dict) -> list[str]:
         lines.append(
             f"layer {layer['layer']} ({layer['pooler']}, s={layer['step']} w={layer['window']}; slot phases {phases})"
         )
+        if "learned_weight" in layer:  # DeepseekV4 (preferences_v4)
+            lines.extend(_v4_lines("head 0", layer))
+            if "indexer" in layer:
+                lines.extend(_v4_lines("indexer", layer["indexer"]))
+            continue
         n_heads = len(eff["mean"]) if eff else len(learned or [])
         for h in range(n_heads):
-            cells = (
-                "  ".join(f"{m:.3f}±{s:.3f}" for m, s in zip(eff["mean"][h], eff["std"][h], strict=True))
-                if eff
-                else "not estimable (no softmax weights)"
-            )
+            cells = _cells(eff, h) if eff else "not estimable (no softmax weights)"
             extra = "" if learned is None else "   learned " + " ".join(f"{v:.3f}" for v in learned[h])
             lines.append(f"  head {h}: {cells}{extra}")
     return lines
+
+
+def _cells(eff: dict, h: int) -> str:
+    return "  ".join(f"{m:.3f}±{s:.3f}" for m, s in zip(eff["mean"][h], eff["std"][h], strict=True))
+
+
+def _v4_lines(label: str, part: dict) -> list[str]:
+    eff = part["effective"]
+    return [
+        f"  {label}: " + (_cells(eff, 0) if eff else "not estimable (no full window in these rows)"),
+        "    position_bias, mean over channels: " + " ".join(f"{v:+.3f}" for v in part["learned"][0]),
+        "    weight from position_bias alone:   " + " ".join(f"{v:.3f}" for v in part["learned_weight"][0]),
+    ]
 
 
 def write_figure(prefs: dict, path, comparison: dict | None = None) -> None:
