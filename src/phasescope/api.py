@@ -154,6 +154,8 @@ def sweep(
     context_tokens: int | None = None,
     pair_format: str = "words",
     filler: str | None = None,
+    phase_ensemble: bool = False,
+    ensemble_pad_id: int | None = None,
 ) -> SweepResult:
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
@@ -174,6 +176,8 @@ def sweep(
     ``context_tokens``: kv-retrieval fills this many tokens with pairs (NIAH at 128K: 131072);
     ``pair_format``: words, numbers or codes (text probes; probes.pairs). ``probe="prompts:FILE.jsonl"``:
     your own prompts padded so the answer takes every phase (probes.prompts); ``filler``: its padding unit.
+    ``phase_ensemble``: score every prompt at ``step`` pad lengths and average the predictions (a
+    test-time remedy, run.ensemble); ``ensemble_pad_id``: the pad token (default: the model's filler).
     """
     loaded = resolve_model(model, options)
     step = step if step is not None else loaded.step
@@ -192,6 +196,12 @@ def sweep(
     local = local if local is not None else loaded.local
     if local is not None and local < 0:
         raise ProbeError(f"local={local} is invalid; allowed: the raw window in tokens, >= 0")
+    if phase_ensemble:
+        from phasescope.run.ensemble import pad_token
+        from phasescope.run.ensemble import phase_ensemble as ensemble
+
+        pad_id = ensemble_pad_id if ensemble_pad_id is not None else pad_token(loaded, tokenizer, task)
+        loaded = ensemble(loaded, step, pad_id)
     probe_obj = build_probe(
         probe,
         loaded,

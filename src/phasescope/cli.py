@@ -357,6 +357,14 @@ def sweep(
     dry_run: bool = typer.Option(
         False, help="Build and check every item, print what scoring would cost (passes/requests, tokens); no scoring."
     ),
+    phase_ensemble: bool = typer.Option(
+        False,
+        help="Test-time remedy: score every prompt at `step` pad lengths (0..step-1 tokens after the first) and "
+        "average the predictions; costs `step` forward passes per prompt (docs/mitigation.md).",
+    ),
+    ensemble_pad_id: int = typer.Option(
+        None, min=0, help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token)."
+    ),
 ) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     import shlex
@@ -392,6 +400,8 @@ def sweep(
     args += ["--context-tokens", str(context_tokens)] if context_tokens is not None else []
     args += ["--pair-format", pair_format] if pair_format != "words" else []
     args += ["--filler", filler] if filler is not None else []
+    args += ["--phase-ensemble"] if phase_ensemble else []
+    args += ["--ensemble-pad-id", str(ensemble_pad_id)] if ensemble_pad_id is not None else []
 
     args += ["--probe-file", probe_file] if probe_file else []
     from phasescope.probes import CompletionSpec
@@ -433,6 +443,8 @@ def sweep(
         context_tokens=context_tokens,
         pair_format=pair_format,
         filler=filler,
+        phase_ensemble=phase_ensemble,
+        ensemble_pad_id=ensemble_pad_id,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.plan is not None:

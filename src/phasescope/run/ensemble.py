@@ -1,0 +1,86 @@
+"""A test-time remedy for phase sensitivity that needs no retraining: the phase ensemble.
+
+Shape legend: B rows, T tokens, V vocabulary, S = step (one copy per pad length).
+
+Every prompt is scored ``step`` times, with j = 0..step−1 pad tokens inserted after its first
+token (so everything after it moves j positions: every token visits every phase once), and
+the next-token distributions of the copies are averaged position by position:
+
+    p(token at t) = mean_j softmax(logits_j[t + j])      (t >= 1; t = 0 is before the pads)
+
+The result is returned as log-probabilities through the ordinary ``logits`` interface, so every
+probe and the whole scoring path work unchanged; records keep the *nominal* phase of the
+unpadded prompt. Cost: ``step`` forward passes of T + j tokens instead of one of T.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from phasescope.backends.base import LoadedModel
+from phasescope.errors import InputError
+
+
+def pad_token(loaded: LoadedModel, tokenizer=None, task=None) -> int:
+    """The token inserted to shift a prompt: the retrieval task's filler (``task`` or the
+    model's own) or a newline / space that is one token in the tokenizer."""
+    if task is None and loaded.task:
+        from phasescope.data.retrieval import RetrievalTask
+
+        task = RetrievalTask.from_dict(loaded.task)
+    if task is not None:
+        return int(task.filler_ids[0])
+    tokenizer = tokenizer or loaded.tokenizer
+    if tokenizer is not None:
+        for text in ("\n", " ", "."):
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            if len(ids) == 1:
+                return int(ids[0])
+    raise InputError(
+        "the phase ensemble needs a pad token: this model has neither a task nor a tokenizer that encodes a "
+        "newline or space as one token; pass ensemble_pad_id=TOKEN_ID (CLI: --ensemble-pad-id)"
+    )
+
+
+def shifted_copies(ids: torch.Tensor, step: int, pad_id: int) -> list[torch.Tensor]:
+    """j = 0..step−1 pad tokens after the first token: [B,T] -> step tensors [B,T+j]."""
+    out = []
+    for j in range(step):
+        pads = torch.full((ids.shape[0], j), pad_id, dtype=ids.dtype)
+        out.append(torch.cat([ids[:, :1], pads, ids[:, 1:]], dim=1))
+    return out
+
+
+def combine(logits: list[torch.Tensor], length: int) -> torch.Tensor:
+    """Copies' logits [B,T+j,V] -> log of the mean probability per original position, [B,T,V]."""
+    aligned = []
+    for j, x in enumerate(logits):
+        logp = torch.log_softmax(x.float(), dim=-1)
+        aligned.append(torch.cat([logp[:, :1], logp[:, 1 + j : length + j]], dim=1))
+    return torch.logsumexp(torch.stack(aligned), dim=0) - math.log(len(logits))
+
+
+def phase_ensemble(loaded: LoadedModel, step: int, pad_id: int) -> LoadedModel:
+    """``loaded`` scored as the average of its ``step`` pad-shifted copies (see the module doc)."""
+    if loaded.logits is None:
+        raise InputError(
+            "the phase ensemble needs the model's logits here; a served model scores whole items (score the "
+            "pad-shifted prompts as their own sweep instead: --design pad-prefix)"
+        )
+    if step < 2:
+        raise InputError(f"the phase ensemble needs a compression step >= 2, got {step}")
+
+    def logits(ids: torch.Tensor) -> torch.Tensor:
+        return combine([loaded.logits(x) for x in shifted_copies(ids, step, pad_id)], ids.shape[1])
+
+    return replace(
+        loaded,
+        logits=logits,
+        prefix_session=None,  # the copies are separate sequences; no shared cache
+        max_len=None if loaded.max_len is None else loaded.max_len - (step - 1),
+        fingerprint=f"{loaded.fingerprint}+phase-ensemble(s={step},pad={pad_id})",
+        description=f"{loaded.description} +phase-ensemble(s={step})",
+    )
