@@ -549,23 +549,49 @@ def compare(
     from pathlib import Path
 
     from phasescope.api import compared_runs
-    from phasescope.reporting.compare import CAPTION, comparison_table, run_notes, write_compare
+    from phasescope.reporting.compare import rich_table, run_notes, write_compare
 
     compared = compared_runs(runs, label)
     path = write_compare(compared, Path(out))
-    head, rows = comparison_table(compared)
-    table = Table(title="phasescope compare", caption=CAPTION)
-    table.add_column(head[0], no_wrap=True)
-    for col in head[1:]:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    console.print(rich_table(compared))
     for line in run_notes(compared):
         console.print(f"note: {line}", highlight=False)
     if len(compared) == 1:
         console.print("note: one run, nothing to compare it with (compare is meant for two or more)")
     console.print(f"compare: {path}")
+
+
+@command()
+def reproduce(
+    out: str = typer.Option("runs/reproduce", help="Directory for RESULTS.md, results.csv, figures and run dirs."),
+    retrain: bool = typer.Option(
+        False, help="Train the whole matrix first into OUT/models (resumable; see docs/reproduction.md for time)."
+    ),
+    jobs: int = typer.Option(1, min=1, help="--retrain: training processes at a time (one thread each)."),
+    seeds: int = typer.Option(3, min=1, help="Seeds 0..K-1 of every recipe."),
+    samples: int = typer.Option(256, min=8, help="Contents per sweep, each at offsets 0..23."),
+    checkpoints: str = typer.Option(
+        None, help="Directory of RECIPE-sSEED checkpoints (default: the shipped ones, or OUT/models with --retrain)."
+    ),
+) -> None:
+    """Reproduce the study's from-scratch claims: sweep and analyze every (recipe, seed) of the matrix
+    and write one verdict per claim, the mitigation table and every model's row (docs/reproduction.md)."""
+    from pathlib import Path
+
+    from phasescope.reproduce import run_reproduce
+
+    result = run_reproduce(
+        Path(out),
+        retrain=retrain,
+        jobs=jobs,
+        seeds=seeds,
+        samples=samples,
+        checkpoints=Path(checkpoints) if checkpoints else None,
+        console=console,
+    )
+    for name, v in result["verdicts"].items():
+        console.print(f"{name}: [bold]{v['verdict']}[/] — {v['claim']}")
+    console.print(f"wrote {out}/RESULTS.md, {out}/results.csv")
 
 
 @command()

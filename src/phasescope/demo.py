@@ -1,8 +1,10 @@
-"""``phasescope demo``: sweep, analyze and report two tiny models shipped with the package
-(a step-4 compressed model and its full-attention control), side by side.
+"""``phasescope demo``: sweep, analyze and report three tiny models shipped with the package —
+a step-4 compressed phasescope model, its full-attention control, and transformers' own
+``DeepseekV4ForCausalLM`` (the real architecture, loaded through ``hf:``) — and print them side
+by side through ``phasescope compare``.
 
 The shipped models were trained by ``phasescope train`` (command and seed in each
-``manifest.json``); ``--retrain`` trains both again from scratch first.
+``manifest.json``); ``--retrain`` trains them again from scratch first.
 """
 
 from __future__ import annotations
@@ -11,27 +13,36 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
-from phasescope.reporting.text import interval, number, period_line
+from phasescope.reporting.text import interval, period_line
 from phasescope.runfiles import read_json
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
-MODELS = {"tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)", "tiny-full": "full-attention control"}
+MODELS = {
+    "tiny-s4": "step-4 compressed (s=w=4, scalar gate, L=8)",
+    "tiny-full": "full-attention control",
+    "deepseek-v4-tiny": "transformers DeepseekV4ForCausalLM (CSA s=4, w=8, channel gate)",
+}
+HF_MODELS = {"deepseek-v4-tiny"}  # transformers directories, swept as hf:DIR
 DEMO_SAMPLES = 256
 # pad-prefix moves everything but the phase identically, so one content sample differs across
 # offsets only in how it sits against the compression windows.
 DEMO_DESIGN = "shift-needle"
 
 
-def model_dirs(out: Path, retrain: bool, console: Console) -> dict[str, Path]:
-    if not retrain:
-        return {name: ASSETS / name for name in MODELS}
-    return retrain_models(out / "models", console)
+def model_specs(out: Path, retrain: bool, console: Console) -> dict[str, str]:
+    """Model spec per demo model: the shipped directory, or the one trained again (``--retrain``;
+    transformers models land in OUT/hf)."""
+    if retrain:
+        trained = retrain_models(out / "models", console)
+        dirs = {name: trained[name] / "hf" if name in HF_MODELS else trained[name] for name in MODELS}
+    else:
+        dirs = {name: ASSETS / name for name in MODELS}
+    return {name: f"hf:{path}" if name in HF_MODELS else str(path) for name, path in dirs.items()}
 
 
 def retrain_models(root: Path, console: Console) -> dict[str, Path]:
-    """Train both models from scratch with the shipped commands, in parallel (one core each)."""
+    """Train the models from scratch with the shipped commands, in parallel (one thread each)."""
     import subprocess
     import sys
 
@@ -68,27 +79,32 @@ def retrain_models(root: Path, console: Console) -> dict[str, Path]:
 
 def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[str, dict]:
     import phasescope
+    from phasescope.api import compared_runs
+    from phasescope.reporting.compare import rich_table, write_compare
 
     start = time.perf_counter()
     metrics = {}
-    for name, model_dir in model_dirs(out, retrain, console).items():
+    for name, spec in model_specs(out, retrain, console).items():
         run_dir = out / name
         console.print(f"sweeping {name}: {MODELS[name]}")
         phasescope.sweep(
-            model_dir,
+            spec,
             step=4,
             samples=samples,
             design=DEMO_DESIGN,
             out=run_dir,
             progress=True,
-            command=f"phasescope sweep --model {model_dir} --step 4 --samples {samples} --design {DEMO_DESIGN} "
+            command=f"phasescope sweep --model {spec} --step 4 --samples {samples} --design {DEMO_DESIGN} "
             f"--out {run_dir}",
         )
         metrics[name] = phasescope.analyze(run_dir)
         phasescope.report(run_dir)
-    console.print(side_by_side(metrics))
+    compared = compared_runs([out / name for name in MODELS], list(MODELS))
+    page = write_compare(compared, out / "compare")
+    console.print(rich_table(compared))
     for name, m in metrics.items():
         console.print(summary(name, m, out / name / "report.html"), highlight=False)
+    console.print(f"side by side: {page}")
     console.print(f"demo finished in {time.perf_counter() - start:.0f} s")
     return metrics
 
@@ -107,24 +123,3 @@ def summary(name: str, m: dict, report: Path) -> str:
     if m.get("inference_note"):
         lines.append(f"{pad}note: {m['inference_note']}")
     return "\n".join(lines + [f"{pad}report: {report}"])
-
-
-def side_by_side(metrics: dict[str, dict]) -> Table:
-    table = Table(
-        title="retrieval accuracy by phase of the needle's value (mod 4)",
-        caption="raw [Wilson 95% CI] | drift-adjusted",
-    )
-    table.add_column("phase", justify="right")
-    for name in metrics:
-        table.add_column(name, justify="right")
-    for p in range(4):
-        cells = []
-        for m in metrics.values():
-            row = m["phases"][p] if p < len(m["phases"]) else None
-            if row is None or row["accuracy"] is None:
-                cells.append("not estimable")
-                continue
-            raw = f"{row['accuracy']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
-            cells.append(f"{raw} | {number(row['adjusted_accuracy'], '.2f')}")
-        table.add_row(f"{p}{' (boundary)' if p == 3 else ''}", *cells)
-    return table

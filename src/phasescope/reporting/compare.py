@@ -113,6 +113,20 @@ def comparison_table(runs: list[ComparedRun]) -> tuple[list[str], list[list[str]
     return head, rows
 
 
+def rich_table(runs: list[ComparedRun]):
+    """The comparison table for the console (``phasescope compare``, ``phasescope demo``)."""
+    from rich.table import Table
+
+    head, rows = comparison_table(runs)
+    table = Table(title="phasescope compare", caption=CAPTION)
+    table.add_column(head[0], no_wrap=True)
+    for col in head[1:]:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def run_notes(runs: list[ComparedRun]) -> list[str]:
     """Each run's caveats (too few contents, every record right ...), one line per run that has any."""
     return [f"{run.label}: {run.metrics['inference_note']}" for run in runs if run.metrics.get("inference_note")]

@@ -1,0 +1,194 @@
+"""``phasescope reproduce``: sweep and analyze the reproduction matrix, judge every claim.
+
+By default the checkpoints shipped in ``assets/reproduce`` (each ``RECIPE-sSEED`` directory with
+its manifest: command, seed, commit, final evaluation); ``--retrain`` trains the matrix first
+into ``OUT/models`` (one process per run, ``--jobs`` at a time, resumable). Every sweep is a
+resumable run directory under ``OUT/runs``, so an interrupted reproduction continues where it
+stopped.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from phasescope.errors import InputError
+from phasescope.reproduce.matrix import ASSETS, MATRIX, Entry, checkpoint_dir, final_eval, learned
+from phasescope.runfiles import read_json
+
+OFFSETS = range(24)  # 4 periods of s = 6, 3 of s = 8
+FULL_ATTENTION_STEP = 4  # a full-attention control is read at the step of the models it controls
+
+
+def geometry(model_dir: Path, entry: Entry) -> dict:
+    """step, window, local, pooler, rope of a checkpoint (None step: full attention)."""
+    if entry.hf:
+        meta = read_json(model_dir / "phasescope.json", "phasescope metadata").get("compression", {})
+        return {**{k: meta.get(k) for k in ("step", "window", "local")}, "pooler": "channel_gate (V4)", "rope": True}
+    config = read_json(model_dir / "model_config.json", "model config")
+    compressed = [layer for layer in config["layers"] if layer.get("kind") != "full"]
+    if not compressed:
+        return {"step": None, "window": None, "local": None, "pooler": "full attention", "rope": config.get("rope")}
+    first = compressed[0]
+    rope = bool(config.get("rope", True)) and first.get("rope") != "none"
+    return {k: first.get(k) for k in ("step", "window", "local", "pooler")} | {"rope": rope}
+
+
+def sweep_one(entry: Entry, seed: int, model_dir: Path, run_dir: Path, samples: int, ensemble: bool, resamples: int):
+    import phasescope
+
+    geo = geometry(model_dir, entry)
+    spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
+    step = geo["step"] or FULL_ATTENTION_STEP
+    phasescope.sweep(
+        spec,
+        step=step,
+        samples=samples,
+        offsets=OFFSETS,
+        kv_gaps=entry.kv_gaps if not ensemble else (0,),
+        phase_ensemble=ensemble,
+        out=run_dir,
+        command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:24 "
+        f"--kv-gaps {','.join(map(str, entry.kv_gaps if not ensemble else (0,)))}"
+        + (" --phase-ensemble" if ensemble else "")
+        + f" --out {run_dir}",
+    )
+    metrics = phasescope.analyze(run_dir, n_resamples=resamples)
+    out = row(entry, seed, model_dir, geo, step, metrics, run_dir, ensemble)
+    if len(entry.kv_gaps) > 1 and not ensemble:
+        out |= same_window_gap(run_dir, resamples)
+        out["same_minus_split_pp"] = (metrics.get("windows") or {}).get("same_minus_split_pp")
+    return out
+
+
+def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict, run_dir: Path, ensemble: bool):
+    evaluation = final_eval(model_dir)
+    return {
+        "recipe": entry.recipe,
+        "seed": seed,
+        "variant": "phase-ensemble" if ensemble else "plain",
+        "step": step,
+        "window": geo["window"],
+        "local": geo["local"],
+        "pooler": geo["pooler"],
+        "rope": geo["rope"],
+        "eval_accuracy": None if evaluation is None else evaluation["eval_accuracy"],
+        "learned": learned(evaluation),
+        "mean_accuracy": m["overall_accuracy"],
+        "gap_pp": m["gap_pp"],
+        "gap_ci_pp": m["gap_ci_pp"],
+        "gap_p": m["gap_p_value"],
+        "period": m["period"]["detected"],
+        "period_p": m["period"]["p_value"],
+        "forward_passes": step if ensemble else 1,
+        "run_dir": str(run_dir),
+    }
+
+
+def same_window_gap(run_dir: Path, resamples: int = 1000) -> dict:
+    """The phase gap among records whose key and value share a compression window."""
+    from phasescope.analysis.stats import analyze_records
+    from phasescope.recordfile import read_records
+
+    records = [r for r in read_records(run_dir / "records.jsonl").records if r.get("same_window")]
+    if not records:
+        return {"same_window_gap_pp": None, "same_window_ci_pp": None, "same_window_p": None}
+    m = analyze_records(records, seed=0, n_resamples=resamples)
+    present = [p["phase"] for p in m["phases"] if p["accuracy"] is not None]
+    return {
+        "same_window_gap_pp": m["gap_pp"],
+        "same_window_ci_pp": m["gap_ci_pp"],
+        "same_window_p": m["gap_p_value"],
+        "same_window_phases": present,
+    }
+
+
+def available(root: Path, matrix, seeds: int) -> list[tuple[Entry, int, Path | None]]:
+    return [
+        (entry, seed, path if (path := checkpoint_dir(root, entry, seed)).exists() else None)
+        for entry in matrix
+        for seed in range(seeds)
+    ]
+
+
+def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, console, resamples: int) -> list[dict]:
+    from rich.progress import track
+
+    rows = []
+    planned = available(root, matrix, seeds)
+    missing = [f"{e.recipe}-s{s}" for e, s, p in planned if p is None]
+    if missing:
+        console.print(f"no checkpoint for {len(missing)} of {len(planned)} (recipe, seed): {', '.join(missing)}")
+    for entry, seed, model_dir in track(planned, description="sweeping the matrix", console=console):
+        if model_dir is None:
+            rows.append({"recipe": entry.recipe, "seed": seed, "variant": "plain", "learned": False, "missing": True})
+            continue
+        name = f"{entry.recipe}-s{seed}"
+        rows.append(sweep_one(entry, seed, model_dir, out / "runs" / name, samples, False, resamples))
+        if entry.ensemble:
+            rows.append(sweep_one(entry, seed, model_dir, out / "runs" / f"{name}-ensemble", samples, True, resamples))
+    return rows
+
+
+def train_matrix(root: Path, matrix, seeds: int, jobs: int, console) -> None:
+    """Every missing (recipe, seed) trained in its own process, ``jobs`` at a time (one thread
+    each); an interrupted run resumes from its last checkpoint."""
+    todo = [
+        (e, s) for e in matrix for s in range(seeds) if not (root / f"{e.recipe}-s{s}" / "model.safetensors").exists()
+    ]
+    console.print(f"training {len(todo)} models, {jobs} at a time, into {root}")
+    running: list[tuple[subprocess.Popen, str]] = []
+    failed = []
+    while todo or running:
+        while todo and len(running) < jobs:
+            entry, seed = todo.pop(0)
+            target = root / f"{entry.recipe}-s{seed}"
+            args = ["train", entry.recipe, "--set", "threads=1", "--set", f"seed={seed}", "--out", str(target)]
+            args += ["--no-progress"] + (["--resume"] if (target / "checkpoints" / "LATEST").exists() else [])
+            target.mkdir(parents=True, exist_ok=True)
+            log = (target / "train_stdout.txt").open("a")
+            console.print("phasescope " + " ".join(args))
+            running.append(
+                (subprocess.Popen([sys.executable, "-m", "phasescope", *args], stdout=log, stderr=log), str(target))
+            )
+        time.sleep(2)
+        for proc, target in list(running):
+            if proc.poll() is not None:
+                running.remove((proc, target))
+                if proc.returncode != 0:
+                    failed.append(target)
+    if failed:
+        raise InputError(f"training failed for {', '.join(failed)}; see train_stdout.txt there (rerun to resume)")
+
+
+def run_reproduce(
+    out: Path,
+    *,
+    retrain: bool = False,
+    jobs: int = 1,
+    seeds: int = 3,
+    samples: int = 256,
+    checkpoints: Path | None = None,
+    matrix=MATRIX,
+    console=None,
+    resamples: int = 1000,
+) -> dict:
+    from rich.console import Console
+
+    from phasescope.reproduce.results import write_results
+    from phasescope.reproduce.verdicts import judge
+
+    console = console or Console()
+    if seeds < 1 or jobs < 1 or samples < 8:
+        raise InputError("--seeds >= 1, --jobs >= 1 and --samples >= 8 are required")
+    root = Path(checkpoints) if checkpoints else (out / "models" if retrain else ASSETS)
+    if retrain:
+        train_matrix(root, matrix, seeds, jobs, console)
+    began = time.perf_counter()
+    rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples)
+    verdicts = judge(rows, matrix)
+    write_results(out, rows, verdicts, matrix, {"checkpoints": str(root), "samples": samples, "seeds": seeds})
+    console.print(f"swept and analyzed in {time.perf_counter() - began:.0f} s")
+    return {"rows": rows, "verdicts": verdicts}

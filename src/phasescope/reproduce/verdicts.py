@@ -1,0 +1,111 @@
+"""One verdict per claim from the per-(model, seed) rows, pooled over seeds.
+
+Rules (also printed in RESULTS.md):
+
+* only seeds whose model *learned* count (held-out accuracy in the middle band); with fewer than
+  ``MIN_SEEDS`` learned seeds an entry is "inconclusive" — never a verdict from a model that did
+  not learn;
+* an entry is "reproduced" when the test holds on every learned seed, "not reproduced" when it
+  holds on none, "inconclusive" otherwise (seeds disagree);
+* a claim tested by several entries (``period``: steps 4, 6, 8 and DeepSeek-V4) is reproduced when
+  every entry is, not reproduced when any entry is not, inconclusive otherwise.
+
+Tests per claim (alpha = 0.05):
+
+* period / nope / mean / window: the detected period equals the model's step with p < alpha
+  (for ``window``: the step, not the window);
+* control: no significant period (period p >= alpha) — judged on the matched control;
+* same_window: among records whose key and value share a window, the phase gap is significant
+  (p < alpha, interval above 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phasescope.reproduce.matrix import CLAIMS, MATRIX
+
+ALPHA = 0.05
+MIN_SEEDS = 3
+
+
+def periodic_at_step(row: dict) -> bool:
+    return row.get("period") == row["step"] and row.get("period_p") is not None and row["period_p"] < ALPHA
+
+
+def not_periodic(row: dict) -> bool:
+    return row.get("period_p") is None or row["period_p"] >= ALPHA
+
+
+def same_window_effect(row: dict) -> bool:
+    ci = row.get("same_window_ci_pp")
+    return row.get("same_window_p") is not None and row["same_window_p"] < ALPHA and ci is not None and ci[0] > 0
+
+
+TESTS = {
+    "period": (periodic_at_step, "period = step, p < 0.05"),
+    "nope": (periodic_at_step, "period = step, p < 0.05"),
+    "mean": (periodic_at_step, "period = step, p < 0.05"),
+    "window": (periodic_at_step, "period = step (not the window), p < 0.05"),
+    "control": (not_periodic, "no significant period (p >= 0.05)"),
+    "same_window": (same_window_effect, "phase gap among same-window records, p < 0.05, interval above 0"),
+}
+
+
+def spread(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f} (seeds: {', '.join(f'{v:.1f}' for v in values)})"
+
+
+def entry_verdict(rows: list[dict], claim: str) -> dict:
+    """Verdict of one recipe's seeds for one claim, with the numbers that decide it."""
+    test, rule = TESTS[claim]
+    learned = [r for r in rows if r.get("learned")]
+    hits = [bool(test(r)) for r in learned]
+    numbers = {
+        "seeds": len(rows),
+        "learned_seeds": len(learned),
+        "passing_seeds": sum(hits),
+        "gap_pp": spread([r.get("gap_pp") for r in learned]),
+        "period": [r.get("period") for r in learned],
+        "period_p": [r.get("period_p") for r in learned],
+        "mean_accuracy": spread([100 * r["mean_accuracy"] for r in learned if r.get("mean_accuracy") is not None]),
+    }
+    if claim == "same_window":
+        numbers["same_window_gap_pp"] = spread([r.get("same_window_gap_pp") for r in learned])
+    if len(learned) < MIN_SEEDS:
+        verdict = "inconclusive"
+        why = f"{len(learned)} of {len(rows)} seeds learned (a verdict needs {MIN_SEEDS} seeds that learned)"
+    elif all(hits):
+        verdict, why = "reproduced", f"{rule} on all {len(learned)} seeds"
+    elif not any(hits):
+        verdict, why = "not reproduced", f"{rule} on none of {len(learned)} seeds"
+    else:
+        verdict, why = "inconclusive", f"{rule} on {sum(hits)} of {len(learned)} seeds"
+    return {"verdict": verdict, "why": why, **numbers}
+
+
+def judge(rows: list[dict], matrix=MATRIX) -> dict[str, dict]:
+    """claim -> {"claim", "verdict", "entries": {recipe: entry verdict}} over ``rows`` (plain sweeps)."""
+    plain = [r for r in rows if r.get("variant", "plain") == "plain"]
+    out = {}
+    for claim, text in CLAIMS.items():
+        entries = {}
+        for entry in matrix:
+            if claim in entry.claims:
+                entries[entry.recipe] = entry_verdict([r for r in plain if r["recipe"] == entry.recipe], claim)
+        verdicts = [e["verdict"] for e in entries.values()]
+        if not verdicts:
+            overall = "inconclusive"
+        elif all(v == "reproduced" for v in verdicts):
+            overall = "reproduced"
+        elif any(v == "not reproduced" for v in verdicts):
+            overall = "not reproduced"
+        else:
+            overall = "inconclusive"
+        out[claim] = {"claim": text, "verdict": overall, "entries": entries}
+    return out
