@@ -133,12 +133,15 @@ def savings(
 
 @command()
 def demo(
-    out: str = typer.Option("runs/demo", help="Where the two run directories and reports go."),
-    retrain: bool = typer.Option(False, help="Retrain both models from scratch first (about 10 minutes)."),
+    out: str = typer.Option("runs/demo", help="Where the run directories, reports and compare.html go."),
+    retrain: bool = typer.Option(
+        False, help="Retrain the three models from scratch first (about 15 minutes on 2 cores, in parallel)."
+    ),
     samples: int = typer.Option(256, min=8, help="Content samples per model (each at 24 offsets)."),
 ) -> None:
-    """The main job: sweep, analyze and report a tiny step-4 compressed model and its
-    full-attention control shipped with phasescope; prints their per-phase tables side by side."""
+    """The main job: sweep, analyze and report three tiny models shipped with phasescope (a step-4
+    compressed model, its full-attention control, transformers' DeepSeek-V4) and print them side
+    by side through `phasescope compare`."""
     from pathlib import Path
 
     from phasescope.demo import run_demo
@@ -360,7 +363,7 @@ def sweep(
     phase_ensemble: bool = typer.Option(
         False,
         help="Test-time remedy: score every prompt at `step` pad lengths (0..step-1 tokens after the first) and "
-        "average the predictions; costs `step` forward passes per prompt (docs/mitigation.md).",
+        "average the predictions; costs `step` forward passes per prompt (docs/reproduction.md).",
     ),
     ensemble_pad_id: int = typer.Option(
         None, min=0, help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token)."

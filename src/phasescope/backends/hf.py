@@ -40,6 +40,10 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
     path = Path(path)
     if not (path / "config.json").exists():
         raise InputError(f"hf:{path} is not a transformers model directory (no config.json)")
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a local load takes a blink; its bar would litter sweep output
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
@@ -49,6 +53,9 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
         raise InputError(
             f"hf:{path}: transformers cannot load it as a causal LM ({type(err).__name__}: {err})"
         ) from None
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
     return config, model.eval()
 
 

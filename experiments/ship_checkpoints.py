@@ -1,0 +1,60 @@
+"""Copy finished training runs into the package's reproduction checkpoints, each with its manifest.
+
+    python experiments/ship_checkpoints.py RUN_DIR [RUN_DIR ...]
+
+A RUN_DIR is a `phasescope train RECIPE --set seed=S ... --out RUN_DIR` directory. It is copied to
+``src/phasescope/assets/reproduce/RECIPE-sSEED/`` — the final weights and configs (transformers
+models: the files of RUN_DIR/hf) and ``manifest.json``: recipe, the --set edits, seed, the command
+that retrains it, the commit of this repository, and the final held-out evaluation from log.jsonl.
+Checkpoints and optimizer state are not copied.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ROOT / "src" / "phasescope" / "assets" / "reproduce"
+NATIVE_FILES = ("model.safetensors", "model_config.json", "train_config.json")
+
+
+def manifest(run: Path, config: dict) -> dict:
+    from phasescope.train.recipes import get_recipe
+
+    evals = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if '"eval_accuracy"' in line]
+    last = evals[-1]
+    recipe = get_recipe(config["name"])
+    edits = [f"{k}={config[k]}" for k in ("seed", "steps", "warm_start_steps", "lr") if config[k] != getattr(recipe, k)]
+    edits = ["threads=1", *edits]
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    return {
+        "recipe": config["name"],
+        "set": edits,
+        "seed": config["seed"],
+        "command": f"phasescope train {config['name']} " + " ".join(f"--set {e}" for e in edits),
+        "commit": commit.strip(),
+        "final_eval": {k: last[k] for k in ("step", "eval_accuracy", "eval_accuracy_by_phase", "eval_loss")},
+    }
+
+
+def ship(run: Path) -> Path:
+    config = json.loads((run / "train_config.json").read_text())
+    target = TARGET / f"{config['name']}-s{config['seed']}"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    source = run / "hf" if (run / "hf").is_dir() else run
+    files = [p for p in source.iterdir() if p.is_file()] if source != run else [run / n for n in NATIVE_FILES]
+    for path in files:
+        shutil.copy(path, target / path.name)
+    (target / "manifest.json").write_text(json.dumps(manifest(run, config), indent=2) + "\n")
+    return target
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(ship(Path(arg)))
