@@ -13,13 +13,10 @@ import phasescope
 from phasescope.api import compared_runs, records_digest
 from phasescope.backends import from_callable
 from phasescope.cli import app
-from phasescope.data.retrieval import QUERY, RetrievalTask
+from phasescope.data.retrieval import QUERY
 from phasescope.errors import InputError
 from phasescope.reporting.compare import FIGURE_NAMES, offset_curve
-
-TASK = RetrievalTask(
-    n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
-)
+from test_sweep import TASK
 
 
 class Planted:

@@ -8,46 +8,24 @@ import json
 
 import pytest
 import torch
-from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+from transformers import DeepseekV4ForCausalLM
 
 from phasescope.inspect.preferences import effective_preferences, format_table, model_preferences
 from phasescope.inspect.preferences_v4 import compressors, record_v4_slot_weights, slot_weights
+from test_hf_deepseek_v4 import tiny_v4 as shared_tiny_v4
 
 VOCAB, HIDDEN, HEAD_DIM, T = 64, 32, 16, 40
 CSA, HCA = 0, 2
 
 
 def tiny_v4() -> DeepseekV4ForCausalLM:
-    cfg = DeepseekV4Config(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        moe_intermediate_size=16,
+    """test_hf_deepseek_v4's tiny model with a sliding-only layer between CSA and HCA."""
+    return shared_tiny_v4(
         num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=HEAD_DIM,
-        q_lora_rank=16,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
         mlp_layer_types=["moe"] * 3,
         layer_types=["compressed_sparse_attention", "sliding_attention", "heavily_compressed_attention"],
-        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
         sliding_window=8,
-        o_groups=2,
-        o_lora_rank=16,
-        index_n_heads=2,
-        index_head_dim=8,
-        index_topk=64,
-        hc_mult=2,
-        partial_rotary_factor=0.5,
     )
-    torch.manual_seed(0)
-    model = DeepseekV4ForCausalLM(cfg).eval()
-    with torch.no_grad():  # HF initialises position_bias to zero; make it matter
-        for name, p in model.named_parameters():
-            if name.endswith("position_bias"):
-                p.copy_(torch.randn_like(p))
-    return model
 
 
 def ids(rows: int = 4) -> torch.Tensor:
