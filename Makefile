@@ -48,6 +48,7 @@ bench: venv vllm-venv
 	$(BIN)/python benchmarks/niah.py native
 	$(BIN)/python benchmarks/niah.py hf
 	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python benchmarks/niah.py vllm
+	$(BIN)/python benchmarks/phase_ensemble.py
 
 vllm-venv:
 	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
