@@ -5,7 +5,7 @@ from pathlib import Path
 
 import phasescope
 from phasescope.reproduce.matrix import Entry, final_eval, learned
-from phasescope.reproduce.run import run_reproduce
+from phasescope.reproduce.run import geometry, run_reproduce
 from phasescope.reproduce.verdicts import entry_verdict, judge
 
 ASSETS = Path(phasescope.__file__).parent / "assets" / "demo"
@@ -66,14 +66,18 @@ def test_learned_band_and_final_eval_of_a_shipped_model():
     assert not learned(None)
 
 
+def test_geometry_of_a_transformers_checkpoint():
+    geo = geometry(ASSETS / "deepseek-v4-tiny", Entry("hf-deepseek-v4-tiny", hf=True))
+    assert (geo["step"], geo["window"], geo["local"], geo["pooler"]) == (4, 8, 8, "channel_gate (V4)")
+    assert geometry(ASSETS / "tiny-full", Entry("tiny-full"))["step"] is None  # full attention
+
+
 def test_reproduce_end_to_end_on_shipped_models(tmp_path):
     checkpoints = tmp_path / "ckpt"
     checkpoints.mkdir()
     (checkpoints / "tiny-s4-s0").symlink_to(ASSETS / "tiny-s4")
-    (checkpoints / "hf-deepseek-v4-tiny-s0").symlink_to(ASSETS / "deepseek-v4-tiny")
     matrix = (
         Entry("tiny-s4", ("period", "same_window"), mitigation="baseline", kv_gaps=(0, 1), ensemble=True),
-        Entry("hf-deepseek-v4-tiny", ("period",), hf=True),
         Entry("tiny-s8", ("period",)),  # no checkpoint: said, not hidden
     )
     out = tmp_path / "out"
@@ -82,14 +86,12 @@ def test_reproduce_end_to_end_on_shipped_models(tmp_path):
     assert rows[("tiny-s4", "plain")]["step"] == 4 and rows[("tiny-s4", "plain")]["learned"]
     assert rows[("tiny-s4", "plain")]["same_window_phases"] == [1, 2, 3]  # phase 0 splits key and value
     assert rows[("tiny-s4", "phase-ensemble")]["forward_passes"] == 4
-    assert rows[("hf-deepseek-v4-tiny", "plain")]["window"] == 8
     assert rows[("tiny-s8", "plain")].get("missing")
+    assert -1 <= rows[("tiny-s4", "plain")]["preference_rho"] <= 1  # a learned scalar gate
     text = (out / "RESULTS.md").read_text()
     assert "### period: **inconclusive**" in text and "1 of 1 seeds learned" in text
     assert "(e) phase ensemble (test time)" in text and "no checkpoint" in text
+    assert "## Learned pooling weights vs accuracy" in text
     with (out / "results.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == 4
+        assert len(list(csv.DictReader(f))) == 3
     assert (out / "figures" / "gaps.png").exists() and (out / "compare" / "compare.html").exists()
-    # a second call resumes every run directory: the same rows
-    again = run_reproduce(out, seeds=1, samples=8, checkpoints=checkpoints, matrix=matrix, resamples=200)
-    assert [r.get("gap_pp") for r in again["rows"]] == [r.get("gap_pp") for r in result["rows"]]

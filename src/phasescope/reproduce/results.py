@@ -33,6 +33,7 @@ COLUMNS = (
     "same_window_p",
     "same_minus_split_pp",
     "forward_passes",
+    "preference_rho",
 )
 STUDY = (
     "The study: gaps of 40.2 / 34.8 pp for DeepSeek-V4-Flash / -Pro base at 128K, 19.1 / 14.8 / 6.1 pp after "
@@ -134,6 +135,29 @@ def mitigation_table(rows: list[dict], matrix) -> list[str]:
     return lines
 
 
+def preference_section(rows: list[dict]) -> list[str]:
+    """Learned pooling weights vs accuracy across models and seeds (issue #12 part 2)."""
+    from phasescope.reproduce.preferences import pooled
+
+    with_rho = [r for r in rows if r.get("preference_rho") is not None]
+    if not with_rho:
+        return []
+    p = pooled(rows)
+    ci = "" if p["ci"] is None else f" [{p['ci'][0]:+.2f}, {p['ci'][1]:+.2f}]"
+    per_model = ", ".join(f"{r['recipe']} s{r['seed']} {r['preference_rho']:+.2f}" for r in with_rho)
+    return [
+        "## Learned pooling weights vs accuracy",
+        "",
+        "Per learned model with a learned pooler: Spearman rho of the mean effective pooling weight per phase "
+        "(`phasescope preferences`, 64 task rows) with the sweep's accuracy per phase (4-8 points each, "
+        "descriptive), then the mean over models and seeds with a t 95% interval.",
+        "",
+        f"mean rho {p['mean']:+.2f}{ci} over {p['n']} models x seeds; {p['positive']} of {p['n']} positive. "
+        f"Per model: {per_model}.",
+        "",
+    ]
+
+
 def write_figures(out: Path, rows: list[dict]) -> list[str]:
     from phasescope.reporting.figures import gap_forest
 
@@ -184,6 +208,7 @@ def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings:
         "",
         *mitigation_table(rows, matrix),
         "",
+        *preference_section(rows),
         "## Every model and seed",
         "",
         *model_table(rows),

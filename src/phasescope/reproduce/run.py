@@ -83,6 +83,7 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict,
         "period": m["period"]["detected"],
         "period_p": m["period"]["p_value"],
         "forward_passes": step if ensemble else 1,
+        "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
         "run_dir": str(run_dir),
     }
 
@@ -177,6 +178,7 @@ def run_reproduce(
 ) -> dict:
     from rich.console import Console
 
+    from phasescope.reproduce.preferences import add_preference_rhos
     from phasescope.reproduce.results import write_results
     from phasescope.reproduce.verdicts import judge
 
@@ -188,6 +190,7 @@ def run_reproduce(
         train_matrix(root, matrix, seeds, jobs, console)
     began = time.perf_counter()
     rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples)
+    add_preference_rhos(rows)
     verdicts = judge(rows, matrix)
     write_results(out, rows, verdicts, matrix, {"checkpoints": str(root), "samples": samples, "seeds": seeds})
     console.print(f"swept and analyzed in {time.perf_counter() - began:.0f} s")

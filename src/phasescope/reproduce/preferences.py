@@ -1,0 +1,42 @@
+"""Learned position preferences across the reproduction matrix (issue #12 part 2): per learned
+compressed model, the Spearman rank correlation of its mean effective pooling weight per phase
+with its per-phase accuracy, then their mean over models and seeds with a t interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from phasescope.runfiles import read_json
+
+# poolers with learned softmax weights over the window (mean pooling's weights are fixed)
+LEARNED_POOLERS = ("scalar_gate", "channel_gate", "channel_gate (V4)")
+
+
+def preference_rho(model_spec: str, run_dir: Path) -> float | None:
+    from phasescope.inspect.preferences import compare_with_run, load_for_preferences, model_preferences, task_rows
+
+    prefs = model_preferences(load_for_preferences(model_spec), task_rows(model_spec, 64, 0), seed=0)
+    return compare_with_run(prefs, read_json(run_dir / "metrics.json", "metrics"))["rho"]
+
+
+def add_preference_rhos(rows: list[dict]) -> None:
+    """``preference_rho`` on every plain row of a learned model with a learned pooler (in place)."""
+    for r in rows:
+        if r.get("variant") == "plain" and r.get("learned") and r.get("pooler") in LEARNED_POOLERS:
+            r["preference_rho"] = preference_rho(r["model"], Path(r["run_dir"]))
+
+
+def pooled(rows: list[dict]) -> dict:
+    """Mean of the per-model rhos with a t 95% interval over models and seeds."""
+    from scipy.stats import t as student_t
+
+    rhos = [r["preference_rho"] for r in rows if r.get("preference_rho") is not None]
+    out = {"n": len(rhos), "mean": None, "ci": None, "positive": sum(v > 0 for v in rhos)}
+    if rhos:
+        out["mean"] = float(np.mean(rhos))
+    if len(rhos) > 1:
+        half = float(student_t.ppf(0.975, len(rhos) - 1) * np.std(rhos, ddof=1) / np.sqrt(len(rhos)))
+        out["ci"] = [out["mean"] - half, out["mean"] + half]
+    return out
