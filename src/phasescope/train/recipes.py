@@ -46,7 +46,7 @@ def _tiny(name: str, scheme: CompressionConfig, about: str, token_shift: bool = 
         name=name,
         model=model,
         scheme=scheme,
-        task=TINY_TASK,
+        task=kw.pop("task", TINY_TASK),
         steps=steps,
         batch_size=32,
         lr=1e-3,  # 3e-3 stalled at chance for 900+ steps; 1e-3 learns (seen here)
@@ -136,6 +136,28 @@ def tiny_s4_channel() -> TrainConfig:
         _s(4, "channel_gate"),
         "s=w=4 DeepSeek-V4 channel gate, warm start",
         warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s4-w8")
+def tiny_s4_w8() -> TrainConfig:
+    return _tiny(
+        "tiny-s4-w8",
+        _s(4, window=8),
+        "s=4, w=8 (overlapping windows) scalar gate, warm start; mitigation (a)",
+        warm_start_steps=600,
+    )
+
+
+@recipe("tiny-s4-L16")
+def tiny_s4_l16() -> TrainConfig:
+    # min_distance must stay >= L so retrieval still goes through the compressed cache
+    return _tiny(
+        "tiny-s4-L16",
+        replace(_s(4), local=16),
+        "tiny-s4 with a raw local window L=16 (task min_distance 16), warm start; mitigation (c)",
+        warm_start_steps=600,
+        task=replace(TINY_TASK, min_distance=16),
     )
 
 
