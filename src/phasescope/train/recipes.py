@@ -81,15 +81,17 @@ def tiny_full() -> TrainConfig:
 @recipe("tiny-full-matched")
 def tiny_full_matched() -> TrainConfig:
     """tiny-full's exact run (same schedule, so the same weights at every step for a seed and
-    thread count), evaluated and checkpointed every 25 steps. The matched control is the
-    checkpoint whose held-out accuracy is nearest the compressed models' (~74%): full attention
-    learns retrieval in one jump of ~100-200 steps whose timing varies by seed (step ~300 on
-    seed 1, ~800 on seed 0), so a fixed shorter schedule (--set steps=N) cannot match on every
-    seed."""
+    thread count), evaluated every 25 steps. The matched control is the checkpoint whose
+    held-out accuracy is nearest the compressed models' (~74%): full attention learns retrieval
+    in one jump of ~50-100 steps whose timing varies by seed (around step 300 on seed 1, 600 on
+    seed 0), so a fixed shorter schedule (--set steps=N) cannot match on every seed. Two passes:
+    train with --stop-after ~1000 and read log.jsonl for the step N nearest the target, then
+    train again into a new --out with --stop-after N (bit-identical at the same thread count),
+    whose checkpoints/step-N is the control (only the last 2 checkpoints are kept)."""
     return _tiny(
         "tiny-full-matched",
         FULL,
-        "matched control: tiny-full checkpointed every 25 steps; use the checkpoint nearest ~74% held-out accuracy",
+        "matched control: tiny-full evaluated every 25 steps; use its checkpoint nearest ~74% accuracy",
         eval_every=25,
         checkpoint_every=25,
     )
