@@ -133,7 +133,7 @@ def tiny_s6() -> TrainConfig:
     return _tiny(
         "tiny-s6",
         _s(6),
-        "s=w=6 scalar gate, warm start; seen not to learn in 10 minutes",
+        "s=w=6 scalar gate, warm start (learns: ~48% on seed 0)",
         warm_start_steps=600,
     )
 
@@ -195,7 +195,7 @@ def tiny_s4_nope() -> TrainConfig:
     return _tiny(
         "tiny-s4-nope",
         _s(4),
-        "s=w=4 scalar gate without any RoPE (NoPE), warm start",
+        "s=w=4 scalar gate without any RoPE (NoPE), warm start; does not learn in budget (warm start ~13%)",
         rope=False,
         warm_start_steps=600,
     )
