@@ -32,6 +32,9 @@ CLAIMS = {
 # below the ceiling, where a phase effect could not show
 LEARNED_BAND = (0.2, 0.95)
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "reproduce"
+DEMO = ASSETS.parent / "demo"
+# seed 0 of these recipes is the demo's model (shipped once, in assets/demo)
+DEMO_SEED0 = {"tiny-s4": "tiny-s4", "tiny-full": "tiny-full", "hf-deepseek-v4-tiny": "deepseek-v4-tiny"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ MATRIX = (
 def checkpoint_dir(root: Path, entry: Entry, seed: int) -> Path:
     """Where (recipe, seed) lives under ``root``: ``RECIPE-sSEED`` (transformers models: its hf/)."""
     base = root / f"{entry.recipe}-s{seed}"
+    if not base.exists() and root == ASSETS and seed == 0 and entry.recipe in DEMO_SEED0:
+        return DEMO / DEMO_SEED0[entry.recipe]
     return base / "hf" if entry.hf and (base / "hf").exists() else base
 
 
