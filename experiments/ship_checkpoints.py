@@ -41,17 +41,32 @@ def manifest(run: Path, config: dict) -> dict:
     }
 
 
+def matched_manifest(run: Path, config: dict) -> dict:
+    """tiny-full-matched: the run stopped at the step nearest the compressed models' accuracy
+    (RUN/matched/, MATCHED.json: the checkpoint and its re-measured held-out accuracy)."""
+    info = json.loads((run / "matched" / "MATCHED.json").read_text())
+    out = manifest(run, config)
+    out["command"] += f" --stop-after {info['step']}  (the model is checkpoints/step-{info['step']})"
+    out["final_eval"] = {k: info[k] for k in ("step", "eval_accuracy", "eval_accuracy_by_phase", "eval_loss")}
+    return out
+
+
 def ship(run: Path) -> Path:
     config = json.loads((run / "train_config.json").read_text())
     target = TARGET / f"{config['name']}-s{config['seed']}"
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    source = run / "hf" if (run / "hf").is_dir() else run
-    files = [p for p in source.iterdir() if p.is_file()] if source != run else [run / n for n in NATIVE_FILES]
+    if (run / "hf").is_dir():
+        files = [p for p in (run / "hf").iterdir() if p.is_file()]
+    elif (run / "matched").is_dir():
+        files = [run / "matched" / n for n in NATIVE_FILES[:2]] + [run / "train_config.json"]
+    else:
+        files = [run / n for n in NATIVE_FILES]
     for path in files:
         shutil.copy(path, target / path.name)
-    (target / "manifest.json").write_text(json.dumps(manifest(run, config), indent=2) + "\n")
+    made = matched_manifest(run, config) if (run / "matched").is_dir() else manifest(run, config)
+    (target / "manifest.json").write_text(json.dumps(made, indent=2) + "\n")
     return target
 
 
