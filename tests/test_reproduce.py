@@ -77,14 +77,14 @@ def test_reproduce_end_to_end_on_shipped_models(tmp_path):
     checkpoints.mkdir()
     (checkpoints / "tiny-s4-s0").symlink_to(ASSETS / "tiny-s4")
     matrix = (
-        Entry("tiny-s4", ("period", "same_window"), mitigation="baseline", kv_gaps=(0, 1), ensemble=True),
+        Entry("tiny-s4", ("period", "same_window"), mitigation="baseline", same_window=True, ensemble=True),
         Entry("tiny-s8", ("period",)),  # no checkpoint: said, not hidden
     )
     out = tmp_path / "out"
     result = run_reproduce(out, seeds=1, samples=8, checkpoints=checkpoints, matrix=matrix, resamples=200)
     rows = {(r["recipe"], r["variant"]): r for r in result["rows"]}
     assert rows[("tiny-s4", "plain")]["step"] == 4 and rows[("tiny-s4", "plain")]["learned"]
-    assert rows[("tiny-s4", "plain")]["same_window_phases"] == [1, 2, 3]  # phase 0 splits key and value
+    assert rows[("tiny-s4", "kv-gaps")]["same_window_phases"] == [1, 2, 3]  # phase 0 splits key and value
     assert rows[("tiny-s4", "phase-ensemble")]["forward_passes"] == 4
     assert rows[("tiny-s8", "plain")].get("missing")
     assert -1 <= rows[("tiny-s4", "plain")]["preference_rho"] <= 1  # a learned scalar gate
@@ -93,5 +93,5 @@ def test_reproduce_end_to_end_on_shipped_models(tmp_path):
     assert "(e) phase ensemble (test time)" in text and "no checkpoint" in text
     assert "## Learned pooling weights vs accuracy" in text
     with (out / "results.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == 3
+        assert len(list(csv.DictReader(f))) == 4  # plain, kv-gaps, phase-ensemble, the missing tiny-s8
     assert (out / "figures" / "gaps.png").exists() and (out / "compare" / "compare.html").exists()

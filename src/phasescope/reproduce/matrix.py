@@ -42,13 +42,13 @@ class Entry:
     recipe: str
     claims: tuple[str, ...] = ()
     mitigation: str | None = None  # its row label in the mitigation table
-    kv_gaps: tuple[int, ...] = (0,)  # (0, 1): renders that separate same-window from phase
+    same_window: bool = False  # also swept with --kv-gaps 0,1 (separates same-window from phase)
     hf: bool = False  # a transformers directory (swept as hf:DIR)
     ensemble: bool = False  # also swept with the test-time phase ensemble
 
 
 MATRIX = (
-    Entry("tiny-s4", ("period", "same_window"), mitigation="baseline (s = w = 4)", kv_gaps=(0, 1), ensemble=True),
+    Entry("tiny-s4", ("period", "same_window"), mitigation="baseline (s = w = 4)", same_window=True, ensemble=True),
     Entry("tiny-s6", ("period",)),
     Entry("tiny-s8", ("period",)),
     Entry("hf-deepseek-v4-tiny", ("period",), hf=True),

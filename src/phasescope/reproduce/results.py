@@ -162,10 +162,8 @@ def write_figures(out: Path, rows: list[dict]) -> list[str]:
     from phasescope.reporting.figures import gap_forest
 
     swept = [r for r in rows if not r.get("missing")]
-    forest = [
-        (f"{r['recipe']} s{r['seed']}" + (" ens." if r["variant"] != "plain" else ""), r["gap_pp"], r["gap_ci_pp"])
-        for r in swept
-    ]
+    labels = [f"{r['recipe']} s{r['seed']}" + ("" if r["variant"] == "plain" else f" {r['variant']}") for r in swept]
+    forest = [(label, r["gap_pp"], r["gap_ci_pp"]) for label, r in zip(labels, swept, strict=True)]
     if not forest:
         return []
     gap_forest(forest, out / "figures" / "gaps.png")

@@ -36,9 +36,18 @@ def geometry(model_dir: Path, entry: Entry) -> dict:
     return {k: first.get(k) for k in ("step", "window", "local", "pooler")} | {"rope": rope}
 
 
-def sweep_one(entry: Entry, seed: int, model_dir: Path, run_dir: Path, samples: int, ensemble: bool, resamples: int):
+VARIANTS = {  # variant -> (kv gaps, phase ensemble, run-dir suffix)
+    "plain": ((0,), False, ""),
+    "kv-gaps": ((0, 1), False, "-kvgaps"),
+    "phase-ensemble": ((0,), True, "-ensemble"),
+}
+
+
+def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str, samples: int, resamples: int):
     import phasescope
 
+    kv_gaps, ensemble, suffix = VARIANTS[variant]
+    run_dir = out / "runs" / f"{entry.recipe}-s{seed}{suffix}"
     geo = geometry(model_dir, entry)
     spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
     step = geo["step"] or FULL_ATTENTION_STEP
@@ -47,28 +56,26 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, run_dir: Path, samples: 
         step=step,
         samples=samples,
         offsets=OFFSETS,
-        kv_gaps=entry.kv_gaps if not ensemble else (0,),
+        kv_gaps=kv_gaps,
         phase_ensemble=ensemble,
         out=run_dir,
         command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:24 "
-        f"--kv-gaps {','.join(map(str, entry.kv_gaps if not ensemble else (0,)))}"
-        + (" --phase-ensemble" if ensemble else "")
-        + f" --out {run_dir}",
+        f"--kv-gaps {','.join(map(str, kv_gaps))}" + (" --phase-ensemble" if ensemble else "") + f" --out {run_dir}",
     )
     metrics = phasescope.analyze(run_dir, n_resamples=resamples)
-    out = row(entry, seed, model_dir, geo, step, metrics, run_dir, ensemble)
-    if len(entry.kv_gaps) > 1 and not ensemble:
-        out |= same_window_gap(run_dir, resamples)
-        out["same_minus_split_pp"] = (metrics.get("windows") or {}).get("same_minus_split_pp")
-    return out
+    result = row(entry, seed, model_dir, geo, step, metrics, run_dir, variant)
+    if variant == "kv-gaps":
+        result |= same_window_gap(run_dir, resamples)
+        result["same_minus_split_pp"] = (metrics.get("windows") or {}).get("same_minus_split_pp")
+    return result
 
 
-def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict, run_dir: Path, ensemble: bool):
+def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict, run_dir: Path, variant: str):
     evaluation = final_eval(model_dir)
     return {
         "recipe": entry.recipe,
         "seed": seed,
-        "variant": "phase-ensemble" if ensemble else "plain",
+        "variant": variant,
         "step": step,
         "window": geo["window"],
         "local": geo["local"],
@@ -82,7 +89,7 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict,
         "gap_p": m["gap_p_value"],
         "period": m["period"]["detected"],
         "period_p": m["period"]["p_value"],
-        "forward_passes": step if ensemble else 1,
+        "forward_passes": step if variant == "phase-ensemble" else 1,
         "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
         "run_dir": str(run_dir),
     }
@@ -126,10 +133,8 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
         if model_dir is None:
             rows.append({"recipe": entry.recipe, "seed": seed, "variant": "plain", "learned": False, "missing": True})
             continue
-        name = f"{entry.recipe}-s{seed}"
-        rows.append(sweep_one(entry, seed, model_dir, out / "runs" / name, samples, False, resamples))
-        if entry.ensemble:
-            rows.append(sweep_one(entry, seed, model_dir, out / "runs" / f"{name}-ensemble", samples, True, resamples))
+        variants = ["plain"] + ["kv-gaps"] * entry.same_window + ["phase-ensemble"] * entry.ensemble
+        rows += [sweep_one(entry, seed, model_dir, out, v, samples, resamples) for v in variants]
     return rows
 
 

@@ -90,14 +90,17 @@ def entry_verdict(rows: list[dict], claim: str) -> dict:
 
 
 def judge(rows: list[dict], matrix=MATRIX) -> dict[str, dict]:
-    """claim -> {"claim", "verdict", "entries": {recipe: entry verdict}} over ``rows`` (plain sweeps)."""
-    plain = [r for r in rows if r.get("variant", "plain") == "plain"]
+    """claim -> {"claim", "verdict", "entries": {recipe: entry verdict}} over ``rows``: the plain
+    sweeps, the kv-gaps 0,1 sweeps for the same-window claim."""
     out = {}
     for claim, text in CLAIMS.items():
-        entries = {}
-        for entry in matrix:
-            if claim in entry.claims:
-                entries[entry.recipe] = entry_verdict([r for r in plain if r["recipe"] == entry.recipe], claim)
+        variant = "kv-gaps" if claim == "same_window" else "plain"
+        judged = [r for r in rows if r.get("missing") or r.get("variant", "plain") == variant]  # missing: no checkpoint
+        entries = {
+            entry.recipe: entry_verdict([r for r in judged if r["recipe"] == entry.recipe], claim)
+            for entry in matrix
+            if claim in entry.claims
+        }
         verdicts = [e["verdict"] for e in entries.values()]
         if not verdicts:
             overall = "inconclusive"
