@@ -95,3 +95,35 @@ def test_reproduce_end_to_end_on_shipped_models(tmp_path):
     with (out / "results.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 4  # plain, kv-gaps, phase-ensemble, the missing tiny-s8
     assert (out / "figures" / "gaps.png").exists() and (out / "compare" / "compare.html").exists()
+
+
+def test_retrain_trains_what_is_missing_in_processes_and_skips_the_rest(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from phasescope.reproduce import run as reproduce_run
+
+    launched = []
+
+    class FakeProcess:
+        """Stands in for `python -m phasescope train ...`: writes the final weights, exits 0."""
+
+        def __init__(self, argv, stdout, stderr):
+            launched.append(argv[3:])
+            out = Path(argv[argv.index("--out") + 1])
+            (out / "model.safetensors").write_bytes(b"")
+            self.returncode = 0
+
+        def poll(self):
+            return self.returncode
+
+    monkeypatch.setattr(reproduce_run.subprocess, "Popen", FakeProcess)
+    monkeypatch.setattr(reproduce_run.time, "sleep", lambda s: None)
+    (tmp_path / "tiny-s4-s0").mkdir()
+    (tmp_path / "tiny-s4-s0" / "model.safetensors").write_bytes(b"")  # done already: skipped
+    matrix = (Entry("tiny-s4"), Entry("tiny-full-matched", retrain=False), Entry("tiny-full", max_seeds=1))
+    reproduce_run.train_matrix(tmp_path, matrix, seeds=2, jobs=2, console=Console(quiet=True))
+    assert sorted(a[1] + " " + a[a.index("--out") + 1].split("/")[-1] for a in launched) == [
+        "tiny-full tiny-full-s0",
+        "tiny-s4 tiny-s4-s1",
+    ]
+    assert all("threads=1" in a for a in launched)

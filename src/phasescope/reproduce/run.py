@@ -113,19 +113,33 @@ def same_window_gap(run_dir: Path, resamples: int = 1000) -> dict:
     }
 
 
-def available(root: Path, matrix, seeds: int) -> list[tuple[Entry, int, Path | None]]:
-    return [
-        (entry, seed, path if (path := checkpoint_dir(root, entry, seed)).exists() else None)
-        for entry in matrix
-        for seed in range(seeds)
-    ]
+def seeds_of(entry: Entry, seeds: int) -> range:
+    return range(min(seeds, entry.max_seeds or seeds))
 
 
-def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, console, resamples: int) -> list[dict]:
+def available(root: Path, matrix, seeds: int, retrained: bool) -> list[tuple[Entry, int, Path | None]]:
+    """(entry, seed, checkpoint dir or None) for the whole matrix; after --retrain, entries that are
+    not retrained automatically come from the shipped checkpoints."""
+    out = []
+    for entry in matrix:
+        home = ASSETS if retrained and not entry.retrain else root
+        for seed in seeds_of(entry, seeds):
+            path = checkpoint_dir(home, entry, seed)
+            out.append((entry, seed, path if path.exists() else None))
+    return out
+
+
+def trained(target: Path) -> bool:
+    return (target / "model.safetensors").exists() or (target / "hf" / "model.safetensors").exists()
+
+
+def sweep_matrix(
+    root: Path, out: Path, matrix, seeds: int, samples: int, console, resamples: int, retrained: bool = False
+) -> list[dict]:
     from rich.progress import track
 
     rows = []
-    planned = available(root, matrix, seeds)
+    planned = available(root, matrix, seeds, retrained)
     missing = [f"{e.recipe}-s{s}" for e, s, p in planned if p is None]
     if missing:
         console.print(f"no checkpoint for {len(missing)} of {len(planned)} (recipe, seed): {', '.join(missing)}")
@@ -141,9 +155,7 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
 def train_matrix(root: Path, matrix, seeds: int, jobs: int, console) -> None:
     """Every missing (recipe, seed) trained in its own process, ``jobs`` at a time (one thread
     each); an interrupted run resumes from its last checkpoint."""
-    todo = [
-        (e, s) for e in matrix for s in range(seeds) if not (root / f"{e.recipe}-s{s}" / "model.safetensors").exists()
-    ]
+    todo = [(e, s) for e in matrix if e.retrain for s in seeds_of(e, seeds) if not trained(root / f"{e.recipe}-s{s}")]
     console.print(f"training {len(todo)} models, {jobs} at a time, into {root}")
     running: list[tuple[subprocess.Popen, str]] = []
     failed = []
@@ -194,7 +206,7 @@ def run_reproduce(
     if retrain:
         train_matrix(root, matrix, seeds, jobs, console)
     began = time.perf_counter()
-    rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples)
+    rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples, retrained=retrain)
     add_preference_rhos(rows)
     verdicts = judge(rows, matrix)
     write_results(out, rows, verdicts, matrix, {"checkpoints": str(root), "samples": samples, "seeds": seeds})

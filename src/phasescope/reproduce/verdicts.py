@@ -78,8 +78,10 @@ def entry_verdict(rows: list[dict], claim: str) -> dict:
     if claim == "same_window":
         numbers["same_window_gap_pp"] = spread([r.get("same_window_gap_pp") for r in learned])
     if len(learned) < MIN_SEEDS:
+        missing = sum(bool(r.get("missing")) for r in rows)
+        absent = f", {missing} without a checkpoint" if missing else ""
         verdict = "inconclusive"
-        why = f"{len(learned)} of {len(rows)} seeds learned (a verdict needs {MIN_SEEDS} seeds that learned)"
+        why = f"{len(learned)} of {len(rows)} seeds learned{absent} (a verdict needs {MIN_SEEDS} seeds that learned)"
     elif all(hits):
         verdict, why = "reproduced", f"{rule} on all {len(learned)} seeds"
     elif not any(hits):
