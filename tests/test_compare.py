@@ -6,36 +6,15 @@ import re
 import shutil
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 import phasescope
 from phasescope.api import compared_runs, records_digest
 from phasescope.backends import from_callable
 from phasescope.cli import app
-from phasescope.data.retrieval import QUERY
 from phasescope.errors import InputError
 from phasescope.reporting.compare import FIGURE_NAMES, offset_curve
-from test_sweep import TASK
-
-
-class Planted:
-    """Answers right unless the needle's value sits at ``bad_phase`` (mod ``step``); None: always right."""
-
-    def __init__(self, step: int, bad_phase: int | None):
-        self.step, self.bad_phase = step, bad_phase
-
-    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
-        logits = torch.zeros(*ids.shape, TASK.vocab_size)
-        for b, row in enumerate(ids.tolist()):
-            end = len(row) - 1
-            while row[end] == 0:  # right padding
-                end -= 1
-            assert row[end - 1] == QUERY
-            pos = max(p for p in range(1, end - 1) if row[p] == row[end])  # the needle's key
-            wrong = self.bad_phase is not None and (pos + 1) % self.step == self.bad_phase
-            logits[b, end, TASK.value_ids[0] if wrong else row[pos + 1]] = 10.0
-        return logits
+from test_sweep import TASK, Planted
 
 
 def sweep_run(out, step, bad_phase, samples):

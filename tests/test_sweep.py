@@ -17,9 +17,12 @@ TASK = RetrievalTask(
 )
 
 
-class PhaseBlindAtBoundary:
-    """A planted model for the retrieval probe: it answers right unless the needle's value
-    sits at phase 3 (mod 4), where it guesses the value one pair later (a planted 100 pp gap)."""
+class Planted:
+    """A planted model for the retrieval probe: it answers right unless the needle's value sits
+    at ``bad_phase`` (mod ``step``), where it guesses the first value (None: always right)."""
+
+    def __init__(self, step: int, bad_phase: int | None):
+        self.step, self.bad_phase = step, bad_phase
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         logits = torch.zeros(*ids.shape, TASK.vocab_size)
@@ -27,12 +30,18 @@ class PhaseBlindAtBoundary:
             end = len(row) - 1
             while row[end] == 0:  # right padding
                 end -= 1
-            key = row[end]
             assert row[end - 1] == QUERY
-            pos = max(p for p in range(1, end - 1) if row[p] == key)  # the needle's key in the haystack
-            answer = row[pos + 1] if (pos + 1) % 4 != 3 else TASK.value_ids[0]
-            logits[b, end, answer] = 10.0
+            pos = max(p for p in range(1, end - 1) if row[p] == row[end])  # the needle's key in the haystack
+            wrong = self.bad_phase is not None and (pos + 1) % self.step == self.bad_phase
+            logits[b, end, TASK.value_ids[0] if wrong else row[pos + 1]] = 10.0
         return logits
+
+
+class PhaseBlindAtBoundary(Planted):
+    """Blind at phase 3 of step 4: a planted 100 pp gap."""
+
+    def __init__(self):
+        super().__init__(4, 3)
 
 
 def planted_model():
