@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -24,31 +25,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from phasescope.analysis import intervals
 from phasescope.errors import InputError
 from phasescope.inspect.heads import MODES, Resample, ablate_heads, check_heads, head_sites, record_means
 
 METRICS = ("accuracy", "logprob")
 
 
-def t_summary(values: np.ndarray) -> dict:
-    """Mean, t 95% interval over the values (contents) and a one-sample t-test p against 0; the
-    interval and p need two values, and p needs them to vary (None otherwise)."""
-    from scipy.stats import t as student_t
-
-    values = np.asarray(values, dtype=float)
-    n = len(values)
-    row = {"n_contents": n, "mean": None, "ci_low": None, "ci_high": None, "p_value": None}
-    if n == 0:
-        return row
-    mean = float(values.mean())
-    row["mean"] = mean
-    if n > 1:
-        se = float(values.std(ddof=1) / np.sqrt(n))
-        half = float(student_t.ppf(0.975, n - 1) * se)
-        row["ci_low"], row["ci_high"] = mean - half, mean + half
-        if se > 0:
-            row["p_value"] = float(2 * student_t.sf(abs(mean) / se, n - 1))
-    return row
+def t_summary(values) -> dict:
+    """analysis.intervals.t_summary over contents (its n named n_contents, as in ablation.json)."""
+    summary = intervals.t_summary(values)
+    return {"n_contents": summary.pop("n"), **summary}
 
 
 def phase_intervals(diffs: np.ndarray, phases: np.ndarray, contents: np.ndarray, step: int) -> list[dict]:
@@ -187,9 +174,11 @@ class PairedSweep:
     def baseline(self) -> list[dict]:
         import phasescope
 
-        with torch.no_grad(), record_means(self.loaded.module) as means:
+        # mode mean replaces a head by its mean over this sweep's tokens: recorded only then
+        recording = record_means(self.loaded.module) if self.mode == "mean" else contextlib.nullcontext()
+        with torch.no_grad(), recording as means:
             records = phasescope.sweep(self.loaded, self.probe, **self.kwargs).records
-        self.means = means if self.mode == "mean" else None
+        self.means = means
         self.base = _record_arrays(records)
         return self.base[1]
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from phasescope.runfiles import read_json
 
 # poolers with learned softmax weights over the window (mean pooling's weights are fixed)
@@ -30,13 +28,9 @@ def add_preference_rhos(rows: list[dict]) -> None:
 
 def pooled(rows: list[dict]) -> dict:
     """Mean of the per-model rhos with a t 95% interval over models and seeds."""
-    from scipy.stats import t as student_t
+    from phasescope.analysis.intervals import t_summary
 
     rhos = [r["preference_rho"] for r in rows if r.get("preference_rho") is not None]
-    out = {"n": len(rhos), "mean": None, "ci": None, "positive": sum(v > 0 for v in rhos)}
-    if rhos:
-        out["mean"] = float(np.mean(rhos))
-    if len(rhos) > 1:
-        half = float(student_t.ppf(0.975, len(rhos) - 1) * np.std(rhos, ddof=1) / np.sqrt(len(rhos)))
-        out["ci"] = [out["mean"] - half, out["mean"] + half]
-    return out
+    s = t_summary(rhos)
+    ci = None if s["ci_low"] is None else [s["ci_low"], s["ci_high"]]
+    return {"n": s["n"], "mean": s["mean"], "ci": ci, "positive": sum(v > 0 for v in rhos)}

@@ -6,8 +6,6 @@ import csv
 import json
 from pathlib import Path
 
-import numpy as np
-
 from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA, MIN_SEEDS, spread
 
@@ -104,17 +102,15 @@ def verdict_section(verdicts: dict) -> list[str]:
 
 def mitigation_table(rows: list[dict], matrix) -> list[str]:
     """Per mitigation: mean over learned seeds of the gap and the accuracy, with a t interval over seeds."""
-    from scipy.stats import t as student_t
+    from phasescope.analysis.intervals import t_summary
 
     def over_seeds(values):
-        values = [v for v in values if v is not None]
-        if not values:
+        s = t_summary([v for v in values if v is not None])
+        if s["n"] == 0:
             return "n/a"
-        mean = float(np.mean(values))
-        if len(values) < 2:
-            return f"{mean:.1f} (1 seed)"
-        half = float(student_t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / np.sqrt(len(values)))
-        return f"{mean:.1f} [{mean - half:.1f}, {mean + half:.1f}]"
+        if s["n"] < 2:
+            return f"{s['mean']:.1f} (1 seed)"
+        return f"{s['mean']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]"
 
     lines = [
         "| mitigation | recipe | learned seeds | mean accuracy % [95% over seeds] | gap pp [95% over seeds] | "
