@@ -127,3 +127,13 @@ def test_retrain_trains_what_is_missing_in_processes_and_skips_the_rest(tmp_path
         "tiny-s4 tiny-s4-s1",
     ]
     assert all("threads=1" in a for a in launched)
+
+
+def test_a_checkpoint_directory_without_the_matrix_is_refused(tmp_path):
+    import pytest
+
+    from phasescope.errors import InputError
+
+    with pytest.raises(InputError, match="no checkpoint of the matrix under"):
+        run_reproduce(tmp_path / "out", seeds=1, samples=8, checkpoints=tmp_path / "nowhere")
+    assert not (tmp_path / "out" / "RESULTS.md").exists()

@@ -141,6 +141,12 @@ def sweep_matrix(
     rows = []
     planned = available(root, matrix, seeds, retrained)
     missing = [f"{e.recipe}-s{s}" for e, s, p in planned if p is None]
+    if len(missing) == len(planned):
+        raise InputError(
+            f"no checkpoint of the matrix under {root}: it needs RECIPE-sSEED directories (e.g. tiny-s4-s0) as "
+            "written by `phasescope train ... --out DIR/RECIPE-sSEED` or experiments/ship_checkpoints.py; "
+            "or run with --retrain"
+        )
     if missing:
         console.print(f"no checkpoint for {len(missing)} of {len(planned)} (recipe, seed): {', '.join(missing)}")
     for entry, seed, model_dir in track(planned, description="sweeping the matrix", console=console):
