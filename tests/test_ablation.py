@@ -298,3 +298,19 @@ def test_a_model_without_weights_here_cannot_be_ablated():
     served_like = from_callable(lambda ids: torch.zeros(ids.shape[0], ids.shape[1], TASK.vocab_size), step=4)
     with pytest.raises(InputError, match="weights in this process"):
         ablation_matrix(served_like, task=TASK, samples=2)
+
+
+def test_a_drift_over_offsets_is_not_read_as_phase_specialization():
+    """A head whose removal hurts far needles more (a linear drift over offsets, no phase effect):
+    without removing the drift the late phases look preferred (37.5% false positives measured);
+    with it the rate stays near alpha (6-7% in 800 simulations, 100 here)."""
+    from phasescope.inspect.ablation import specialization
+
+    rng = np.random.default_rng(3)
+    n, hits = 10, 0
+    offsets = np.tile(np.arange(8), n)
+    contents, phases = np.repeat(np.arange(n), 8), offsets % 4
+    for _ in range(100):
+        diffs = -0.05 * offsets + rng.normal(0, 0.3, n)[contents] + rng.normal(0, 0.3, len(offsets))
+        hits += specialization(diffs, phases, contents, 4, rng, 100, offsets)["p_value"] < 0.05
+    assert hits <= 15

@@ -66,6 +66,21 @@ def _phase_drops(diffs: np.ndarray, labels: np.ndarray, contents: np.ndarray, st
         return np.nanmean(np.stack(per_content), axis=0)
 
 
+def detrend(diffs: np.ndarray, offsets: np.ndarray | None, phases: np.ndarray, step: int) -> np.ndarray:
+    """``diffs`` minus the linear drift over offsets, fitted jointly with one level per phase (so a
+    periodic phase effect is not absorbed: it has no within-phase slope). Without ``offsets``,
+    ``diffs`` unchanged. Why: a head whose removal hurts far needles more than near ones would
+    otherwise look like it prefers the late phases (phase follows the offset)."""
+    if offsets is None:
+        return diffs
+    offsets = np.asarray(offsets, dtype=float)
+    if np.ptp(offsets) == 0:
+        return diffs
+    design = np.column_stack([offsets, *(phases == p for p in range(step))]).astype(float)
+    coef = np.linalg.lstsq(design, diffs, rcond=None)[0]
+    return diffs - coef[0] * (offsets - offsets.mean())
+
+
 def specialization(
     diffs: np.ndarray,
     phases: np.ndarray,
@@ -73,11 +88,14 @@ def specialization(
     step: int,
     rng: np.random.Generator,
     n_permutations: int = 300,
+    offsets: np.ndarray | None = None,
 ) -> dict:
-    """Index = max − min over phases of the mean drop; preferred phase = argmax drop; p-value by
-    permuting each content's phase labels (contents fixed), (1 + #{perm >= obs}) / (1 + B)."""
+    """Index = max − min over phases of the mean drop (after removing a linear drift over
+    ``offsets``, see ``detrend``); preferred phase = argmax drop; p-value by permuting each
+    content's phase labels (contents fixed, the drift refitted for each), (1 + #{perm >= obs}) / (1 + B)."""
     diffs, phases, contents = (np.asarray(a) for a in (diffs, phases, contents))
-    obs = _phase_drops(diffs.astype(float), phases[None], contents, step)[0]
+    raw = diffs.astype(float)
+    obs = _phase_drops(detrend(raw, offsets, phases, step), phases[None], contents, step)[0]
     present = np.isfinite(obs)
     if present.sum() < 2:
         return {"index": None, "preferred_phase": None, "p_value": None, "drop_by_phase": obs.tolist()}
@@ -86,7 +104,10 @@ def specialization(
     for c in np.unique(contents):
         sel = np.flatnonzero(contents == c)
         perm[:, sel] = rng.permuted(perm[:, sel], axis=1)
-    null = _phase_drops(diffs.astype(float), perm, contents, step)
+    if offsets is None:
+        null = _phase_drops(raw, perm, contents, step)
+    else:  # the drift is refitted with each permutation's labels, as it was with the observed ones
+        null = np.stack([_phase_drops(detrend(raw, offsets, lab, step), lab[None], contents, step)[0] for lab in perm])
     null_index = np.nanmax(null, axis=1) - np.nanmin(null, axis=1)
     p = (1 + int(np.sum(null_index >= index - 1e-12))) / (1 + n_permutations)
     return {
@@ -116,11 +137,13 @@ def head_statistics(
     seed: int = 0,
     n_permutations: int = 300,
     alpha: float = 0.05,
+    offsets: np.ndarray | None = None,
 ) -> list[dict]:
     """per_head[(layer, head)] = {"accuracy": diffs, "logprob": diffs} (ablated − unablated per
-    record, aligned with ``phases`` and ``contents``) -> one row per head with per-phase changes
-    and intervals, and per metric the specialization index, preferred phase, p-value and the
-    Holm-corrected p-value across heads; ``specialized`` when the corrected p < alpha."""
+    record, aligned with ``phases``, ``contents`` and ``offsets``) -> one row per head with per-phase
+    changes and intervals (raw), and per metric the specialization index (drift over offsets
+    removed), preferred phase, p-value and the Holm-corrected p-value across heads;
+    ``specialized`` when the corrected p < alpha."""
     rng = np.random.default_rng(seed)
     rows = []
     for (layer, head), diffs in per_head.items():
@@ -129,7 +152,7 @@ def head_statistics(
             d = np.asarray(diffs[metric], dtype=float)
             row[metric] = {
                 "change_by_phase": phase_intervals(d, phases, contents, step),
-                **specialization(d, phases, contents, step, rng, n_permutations),
+                **specialization(d, phases, contents, step, rng, n_permutations, offsets),
             }
         rows.append(row)
     for metric in METRICS:
@@ -250,8 +273,9 @@ def ablation_matrix(
     contents = np.array([r["content_id"] for r in base_records])
     step = int(base_records[0]["step"])
     per_head = {pair: paired.diffs([pair]) for pair in _progress(heads, progress, "removing one head at a time")}
-    rows = head_statistics(per_head, phases, contents, step, seed, n_permutations, alpha)
-    causal = causal_contrast(paired, per_head, phases, contents, step, top_k, seed, progress)
+    offsets_of = np.array([r["offset"] for r in base_records])
+    rows = head_statistics(per_head, phases, contents, step, seed, n_permutations, alpha, offsets_of)
+    causal = causal_contrast(paired, per_head, phases, contents, step, top_k, seed, progress, offsets_of)
     correct = paired.base[2]
     baseline = [
         {"phase": p, "accuracy": float(correct[phases == p].mean()) if (phases == p).any() else None}
@@ -272,9 +296,9 @@ def ablation_matrix(
         "heads": rows,
         "causal": causal,
         "note": "change = ablated − unablated on the same items; drop = −change; index = max − min over phases "
-        "of the mean drop; p: within-content permutation of phase labels, Holm-corrected across heads; causal: "
-        "top-k heads per phase chosen on half of the contents, contrast = drop(phase) − mean drop(other phases) "
-        "on the other half, t interval over those contents",
+        "of the mean drop after removing a linear drift over offsets; p: within-content permutation of phase "
+        "labels, Holm-corrected across heads; causal: top-k heads per phase chosen on half of the contents, "
+        "contrast = drop(phase) − mean drop(other phases) on the other half, t interval over those contents",
     }
 
 
@@ -318,24 +342,38 @@ def top_heads(per_head: dict, phases, contents, step: int, phase: int, k: int) -
 
 
 def causal_contrast(
-    paired: PairedSweep, per_head: dict, phases, contents, step: int, k: int, seed: int, progress: bool = False
+    paired: PairedSweep,
+    per_head: dict,
+    phases,
+    contents,
+    step: int,
+    k: int,
+    seed: int,
+    progress: bool = False,
+    offsets=None,
 ):
     """Per phase φ: the top-k heads for φ chosen on one half of the contents, removed together;
-    on the other half, drop(φ) − mean drop(other phases) per content with a t interval."""
+    on the other half, drop(φ) − mean drop(other phases) per content with a t interval. Each
+    half's differences lose their own linear drift over ``offsets`` first (``detrend``)."""
     chosen_on, tested_on = split_contents(contents, seed)
     if len(chosen_on) < 2 or len(tested_on) < 2:
         return []
     pick = np.isin(contents, chosen_on)
     test = np.isin(contents, tested_on)
-    selection = {pair: {m: d[m][pick] for m in METRICS} for pair, d in per_head.items()}
+
+    def half(diffs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return detrend(diffs[mask], None if offsets is None else offsets[mask], phases[mask], step)
+
+    selection = {pair: {m: half(d[m], pick) for m in METRICS} for pair, d in per_head.items()}
     out = []
     for phase in _progress(list(range(step)), progress, f"removing the top {k} heads of each phase"):
         heads = top_heads(selection, phases[pick], contents[pick], step, phase, k)
         diffs = paired.diffs(heads)
         row = {"phase": phase, "k": k, "heads": [list(h) for h in heads], "chosen_on": len(chosen_on)}
-        accuracy = t_summary(phase_contrast(diffs["accuracy"][test], phases[test], contents[test], step, phase))
+        tested = {m: phase_contrast(half(diffs[m], test), phases[test], contents[test], step, phase) for m in METRICS}
+        accuracy = t_summary(tested["accuracy"])
         row.update(contrast=accuracy.pop("mean"), **accuracy)
-        row["logprob"] = t_summary(phase_contrast(diffs["logprob"][test], phases[test], contents[test], step, phase))
+        row["logprob"] = t_summary(tested["logprob"])
         out.append(row)
     for row, p in zip(out, holm([row["p_value"] for row in out]), strict=True):  # one test per phase
         row["p_holm"] = p
