@@ -37,6 +37,12 @@ class TrainConfig:
     grad_clip: float = 1.0
     # Warm start: train with full attention for this many steps, then switch to ``scheme``.
     warm_start_steps: int = 0
+    # Start from a trained model instead of a random init: a model directory, or a recipe name
+    # (its checkpoint for this seed shipped with phasescope). See train/init.py.
+    init_from: str = ""
+    # Mitigation (d): every training step draws the compressed layers' align uniformly from
+    # [0, step), so no entry boundary is fixed during training; evaluation uses scheme.align.
+    random_align: bool = False
     eval_every: int = 200
     eval_batches: int = 8
     checkpoint_every: int = 200
@@ -97,6 +103,15 @@ class TrainConfig:
             need(
                 self.model.n_kv_heads >= 2, "model.n_kv_heads", self.model.n_kv_heads, ">= 2 when scheme.stagger is on"
             )
+        if self.arch != "phasescope":
+            need(not self.init_from, "init_from", self.init_from, '"" with arch=hf-deepseek-v4')
+            need(not self.random_align, "random_align", self.random_align, "false with arch=hf-deepseek-v4")
+        need(
+            not self.random_align or self.scheme.compressed,
+            "random_align",
+            self.random_align,
+            "false for a full-attention scheme (it has no entry boundaries)",
+        )
         if self.scheme.compressed:
             reach = self.scheme.local
             need(

@@ -8,6 +8,7 @@ number of processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -31,6 +32,7 @@ from phasescope.train.checkpoint import (
     save_checkpoint,
 )
 from phasescope.train.config import TrainConfig
+from phasescope.train.init import aligned, init_weights, random_alignment, resolve_init, write_init_record
 from phasescope.train.models import build_model, hf_deepseek_v4_config, model_config_of
 
 EVAL_SEED_OFFSET = 1_000_003  # held-out batches use seeds no training step uses
@@ -140,7 +142,15 @@ class Logger:
                 f.write(json.dumps(record) + "\n")
 
 
-RUN_FILES = ("train_config.json", "log.jsonl", "checkpoints", "model.safetensors", "model_config.json", "hf")
+RUN_FILES = (
+    "train_config.json",
+    "init_from.json",
+    "log.jsonl",
+    "checkpoints",
+    "model.safetensors",
+    "model_config.json",
+    "hf",
+)
 
 
 def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
@@ -194,6 +204,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
         raise InputError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
     if cfg.arch == "hf-deepseek-v4":
         hf_deepseek_v4_config(cfg)  # refuses a scheme transformers cannot build, before anything is written
+    init_source = resolve_init(cfg.init_from, cfg.seed)  # refuses a bad init_from before anything is written
     checkpoint = _prepare_run_dir(out, cfg, resume)
     if ddp.world > 1:
         dist.barrier()  # every rank has checked the directory before rank 0 writes into it
@@ -217,6 +228,10 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     optimizer = make_optimizer(cfg, model)
     if checkpoint is not None:
         load_checkpoint(checkpoint, model, optimizer)
+    elif init_source is not None:
+        record = init_weights(model, init_source)
+        if ddp.main:
+            write_init_record(out, record)
     logger.truncate_from(start)
     wrapped = _wrap(model, ddp)
 
@@ -232,7 +247,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
         for group in optimizer.param_groups:
             group["lr"] = lr_at(cfg, step)
         batch = sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([cfg.seed, step]))
-        loss = batch_loss(wrapped, *to_torch(batch, rows))
+        with training_alignment(cfg, model, step, compressed):
+            loss = batch_loss(wrapped, *to_torch(batch, rows))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -268,6 +284,13 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     if not last_eval:  # stopped between evaluations, or resumed a finished run
         last_eval = evaluate(cfg, model, cfg.eval_batches)
     return last_eval
+
+
+def training_alignment(cfg: TrainConfig, model, step: int, compressed: bool):
+    """The entry alignment of this step: random under ``random_align`` (mitigation d), else as configured."""
+    if not (cfg.random_align and compressed):
+        return contextlib.nullcontext()
+    return aligned(model, random_alignment(cfg.seed, step, cfg.scheme.step))
 
 
 def _check_finite(loss: float, grad_norm: float, step: int, out: Path) -> None:
