@@ -28,10 +28,11 @@ def manifest(run: Path, config: dict) -> dict:
     evals = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if '"eval_accuracy"' in line]
     last = evals[-1]
     recipe = get_recipe(config["name"])
-    edits = [f"{k}={config[k]}" for k in ("seed", "steps", "warm_start_steps", "lr") if config[k] != getattr(recipe, k)]
+    keys = ("seed", "steps", "warm_start_steps", "lr", "init_from", "random_align")
+    edits = [f"{k}={config[k]}" for k in keys if config.get(k, getattr(recipe, k)) != getattr(recipe, k)]
     edits = ["threads=1", *edits]
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    return {
+    made = {
         "recipe": config["name"],
         "set": edits,
         "seed": config["seed"],
@@ -39,6 +40,14 @@ def manifest(run: Path, config: dict) -> dict:
         "commit": commit.strip(),
         "final_eval": {k: last[k] for k in ("step", "eval_accuracy", "eval_accuracy_by_phase", "eval_loss")},
     }
+    if (run / "init_from.json").exists():  # the weights it started from (path relative to this repository)
+        init = json.loads((run / "init_from.json").read_text())
+        made["init_from"] = {"path": _relative(init["path"]), "sha256": init["sha256"]}
+    return made
+
+
+def _relative(path: str) -> str:
+    return str(Path(path).relative_to(ROOT)) if Path(path).is_relative_to(ROOT) else path
 
 
 def matched_manifest(run: Path, config: dict) -> dict:
