@@ -97,36 +97,77 @@ def test_reproduce_end_to_end_on_shipped_models(tmp_path):
     assert (out / "figures" / "gaps.png").exists() and (out / "compare" / "compare.html").exists()
 
 
-def test_retrain_trains_what_is_missing_in_processes_and_skips_the_rest(tmp_path, monkeypatch):
-    from rich.console import Console
-
+def fake_training(monkeypatch, fail: str = ""):
+    """Stands in for the training processes of --retrain: each writes its final weights and
+    exits 0 (1 for a target named ``fail``); returns the launched argv (after ``python -m``)."""
     from phasescope.reproduce import run as reproduce_run
 
     launched = []
 
     class FakeProcess:
-        """Stands in for `python -m phasescope train ...`: writes the final weights, exits 0."""
-
-        def __init__(self, argv, stdout, stderr):
-            launched.append(argv[3:])
+        def __init__(self, argv, stdout, stderr, env):
+            assert env["OMP_NUM_THREADS"] == "1"
+            launched.append(argv[2:])
             out = Path(argv[argv.index("--out") + 1])
-            (out / "model.safetensors").write_bytes(b"")
-            self.returncode = 0
+            self.returncode = int(out.name == fail)
+            if not self.returncode:
+                (out / "model.safetensors").write_bytes(b"")
 
         def poll(self):
             return self.returncode
 
     monkeypatch.setattr(reproduce_run.subprocess, "Popen", FakeProcess)
     monkeypatch.setattr(reproduce_run.time, "sleep", lambda s: None)
+    return launched
+
+
+RETRAIN_MATRIX = (
+    Entry("tiny-s4-nope"),  # listed first: it must still wait for tiny-full, whose weights it starts from
+    Entry("tiny-s4"),
+    Entry("tiny-full-matched"),
+    Entry("tiny-full", max_seeds=1),
+)
+
+
+def test_retrain_trains_what_is_missing_in_dependency_order_and_skips_the_rest(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from phasescope.reproduce import run as reproduce_run
+
+    launched = fake_training(monkeypatch)
     (tmp_path / "tiny-s4-s0").mkdir()
     (tmp_path / "tiny-s4-s0" / "model.safetensors").write_bytes(b"")  # done already: skipped
-    matrix = (Entry("tiny-s4"), Entry("tiny-full-matched", retrain=False), Entry("tiny-full", max_seeds=1))
-    reproduce_run.train_matrix(tmp_path, matrix, seeds=2, jobs=2, console=Console(quiet=True))
-    assert sorted(a[1] + " " + a[a.index("--out") + 1].split("/")[-1] for a in launched) == [
-        "tiny-full tiny-full-s0",
-        "tiny-s4 tiny-s4-s1",
+    reproduce_run.train_matrix(tmp_path, RETRAIN_MATRIX, seeds=2, jobs=2, console=Console(quiet=True))
+    names = [a[a.index("--out") + 1].split("/")[-1] for a in launched]
+    assert sorted(names) == [
+        "tiny-full-matched-s0",
+        "tiny-full-matched-s1",
+        "tiny-full-s0",
+        "tiny-s4-nope-s0",
+        "tiny-s4-nope-s1",
+        "tiny-s4-s1",
     ]
-    assert all("threads=1" in a for a in launched)
+    assert names.index("tiny-s4-nope-s0") > names.index("tiny-full-s0")
+    nope0, nope1 = (launched[names.index(f"tiny-s4-nope-s{s}")] for s in (0, 1))
+    assert f"init_from={tmp_path / 'tiny-full-s0'}" in nope0  # the retrained source of the same seed
+    assert not any(a.startswith("init_from") for a in nope1)  # tiny-full-s1 is not retrained: the shipped one
+    matched = launched[names.index("tiny-full-matched-s1")]
+    assert matched[:3] == ["phasescope.reproduce.matched", "--seed", "1"]
+    assert all("threads=1" in a for a in launched if a[0] == "phasescope")
+
+
+def test_retrain_does_not_start_what_a_failed_run_was_to_start_from(tmp_path, monkeypatch):
+    import pytest
+    from rich.console import Console
+
+    from phasescope.errors import InputError
+    from phasescope.reproduce import run as reproduce_run
+
+    launched = fake_training(monkeypatch, fail="tiny-full-s0")
+    with pytest.raises(InputError, match=r"training failed for .*tiny-full-s0.*tiny-s4-nope-s0"):
+        reproduce_run.train_matrix(tmp_path, RETRAIN_MATRIX, seeds=1, jobs=1, console=Console(quiet=True))
+    names = [a[a.index("--out") + 1].split("/")[-1] for a in launched]
+    assert "tiny-s4-nope-s0" not in names and "tiny-s4-s0" in names
 
 
 def test_a_checkpoint_directory_without_the_matrix_is_refused(tmp_path):
@@ -137,3 +178,94 @@ def test_a_checkpoint_directory_without_the_matrix_is_refused(tmp_path):
     with pytest.raises(InputError, match="no checkpoint of the matrix under"):
         run_reproduce(tmp_path / "out", seeds=1, samples=8, checkpoints=tmp_path / "nowhere")
     assert not (tmp_path / "out" / "RESULTS.md").exists()
+
+
+def eval_log(path: Path, points) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps({"step": s - 1, "loss": 1.0, "eval_accuracy": a}) + "\n" for s, a in points))
+    return path
+
+
+def test_matched_step_interpolates_the_first_crossing_of_the_target(tmp_path):
+    import pytest
+
+    from phasescope.errors import InputError
+    from phasescope.reproduce.matched import crossing_step
+
+    log = eval_log(tmp_path / "log.jsonl", [(25, 0.1), (50, 0.5), (75, 0.9), (100, 0.6), (125, 1.0)])
+    assert crossing_step(log, 0.8) == 69  # between 50 (50%) and 75 (90%); the later dip is ignored
+    assert crossing_step(log, 0.5) == 50
+    assert crossing_step(log, 0.05) == 12  # before the first evaluation: from (0, 0%)
+    with pytest.raises(InputError, match=r"never reached 99% within 125 steps \(best 50.0%\)"):
+        crossing_step(eval_log(tmp_path / "flat.jsonl", [(25, 0.2), (125, 0.5)]), 0.99)
+
+
+def test_matched_control_second_pass_replays_the_first_up_to_the_chosen_step(tmp_path):
+    import json
+
+    from phasescope.model.load import load_model_dir
+    from phasescope.reproduce.matched import train_matched
+
+    edits = ("batch_size=8", "warmup_steps=1", "eval_every=2", "eval_batches=8", "checkpoint_every=2", "steps=40")
+    first = train_matched(tmp_path / "m", seed=0, target=0.001, pass1_steps=6, edits=edits)
+    step = first["final_eval"]["step"]
+    assert 1 <= step <= 2  # the first evaluation (step 2) is above 0.1%
+    pass1 = [json.loads(x) for x in (tmp_path / "m" / "pass1" / "log.jsonl").read_text().splitlines()]
+    pass2 = [json.loads(x) for x in (tmp_path / "m" / f"pass2-at{step}" / "log.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in pass2] == [r["loss"] for r in pass1[:step]]  # bit-identical replay
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert f"--stop-after {step}" in manifest["command"] and manifest["seed"] == 0
+    load_model_dir(str(tmp_path / "m"))  # a model directory the sweep loads
+    again = train_matched(tmp_path / "m", seed=0, target=0.001, pass1_steps=6, edits=edits)  # resumed: nothing to do
+    assert again["final_eval"] == first["final_eval"]
+
+
+def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
+    from phasescope.reproduce.results import mitigation_table
+
+    def seeds(recipe, gaps, variant="plain"):
+        return [
+            {
+                "recipe": recipe,
+                "seed": i,
+                "variant": variant,
+                "learned": True,
+                "gap_pp": g,
+                "mean_accuracy": 0.6,
+                "forward_passes": 4 if variant == "phase-ensemble" else 1,
+            }
+            for i, g in enumerate(gaps)
+        ]
+
+    rows = seeds("tiny-s4", [10, 11, 12]) + seeds("tiny-s4", [1, 2, 1.5], "phase-ensemble")
+    rows += seeds("tiny-s4-kv4", [20, 22, 24]) + seeds("tiny-s4-stagger", [20, 21, 25])
+    rows += [{"recipe": "tiny-s4-w8", "seed": 0, "variant": "plain", "learned": False}]
+    matrix = (
+        Entry("tiny-s4", mitigation="baseline", ensemble=True),
+        Entry("tiny-s4-w8", mitigation="(a)"),
+        Entry("tiny-s4-kv4", mitigation="kv4"),
+        Entry("tiny-s4-stagger", mitigation="(b)", baseline="tiny-s4-kv4"),
+    )
+    table = {line.split(" | ")[0].strip("| "): line for line in mitigation_table(rows, matrix)[2:]}
+    assert "| — |" in table["baseline"]
+    assert "| 0 of 1 | n/a | n/a | — |" in table["(a)"]  # did not learn: nothing to compare
+    assert "+11.0 [" in table["kv4"] and "vs `tiny-s4`" in table["kv4"]
+    assert "+0.0 [" in table["(b)"] and "vs `tiny-s4-kv4`" in table["(b)"]  # against 4 KV heads, not tiny-s4
+    assert "-9.5 [" in table["(e) phase ensemble (test time)"]
+
+
+def test_welch_difference_matches_the_textbook_formula():
+    import numpy as np
+    from scipy.stats import t
+
+    from phasescope.analysis.intervals import welch_difference
+
+    a, b = np.array([1.0, 2.0, 4.0]), np.array([5.0, 9.0, 7.0, 8.0])
+    va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 4
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
+    half = t.ppf(0.975, df) * np.sqrt(va + vb)
+    d = welch_difference(a, b)
+    assert d["diff"] == a.mean() - b.mean()
+    assert np.isclose(d["ci_low"], d["diff"] - half) and np.isclose(d["ci_high"], d["diff"] + half)
+    assert welch_difference([1.0], b)["ci_low"] is None and welch_difference([], b)["diff"] is None

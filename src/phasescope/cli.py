@@ -206,7 +206,8 @@ def train(
     set_: list[str] | None = typer.Option(
         None,
         "--set",
-        help="Override a recipe field: key=value; keys: steps, lr, seed, model.X, scheme.X, task.X.",
+        help="Override a recipe field: key=value; keys: steps, lr, seed, warm_start_steps, init_from (a model "
+        "directory or a recipe whose shipped checkpoint starts the run), random_align, model.X, scheme.X, task.X.",
     ),
     out: str = typer.Option(None, help="Run directory (default: runs/RECIPE-seedN)."),
     resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint."),

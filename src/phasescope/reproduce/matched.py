@@ -46,11 +46,11 @@ def crossing_step(log: Path, target: float = TARGET_ACCURACY) -> int:
     )
 
 
-def _config(seed: int):
+def _config(seed: int, edits: tuple[str, ...] = ()):
     from phasescope.train.config import apply_overrides
     from phasescope.train.recipes import get_recipe
 
-    return apply_overrides(get_recipe(RECIPE), ["threads=1", f"seed={seed}"])
+    return apply_overrides(get_recipe(RECIPE), ["threads=1", f"seed={seed}", *edits])
 
 
 def _train_until(cfg, run: Path, steps: int) -> None:
@@ -63,11 +63,14 @@ def _train_until(cfg, run: Path, steps: int) -> None:
     train(cfg, run, resume=latest is not None, progress=False, stop_at=steps)
 
 
-def train_matched(out: Path, seed: int, target: float = TARGET_ACCURACY) -> dict:
+def train_matched(
+    out: Path, seed: int, target: float = TARGET_ACCURACY, pass1_steps: int = PASS1_STEPS, edits: tuple[str, ...] = ()
+) -> dict:
     """Both passes into ``out/pass1`` and ``out/pass2-atN``; ``out`` becomes the model directory
-    (model.safetensors, model_config.json, train_config.json, manifest.json). Resumable."""
-    cfg = _config(seed)
-    _train_until(cfg, out / "pass1", PASS1_STEPS)
+    (model.safetensors, model_config.json, train_config.json, manifest.json). Resumable.
+    ``edits``: extra --set values (tests use a short schedule)."""
+    cfg = _config(seed, edits)
+    _train_until(cfg, out / "pass1", pass1_steps)
     step = crossing_step(out / "pass1" / "log.jsonl", target)
     second = out / f"pass2-at{step}"
     _train_until(cfg, second, step)

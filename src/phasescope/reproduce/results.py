@@ -101,32 +101,46 @@ def verdict_section(verdicts: dict) -> list[str]:
 
 
 def mitigation_table(rows: list[dict], matrix) -> list[str]:
-    """Per mitigation: mean over learned seeds of the gap and the accuracy, with a t interval over seeds."""
-    from phasescope.analysis.intervals import t_summary
+    """Per mitigation: mean over learned seeds of the gap and the accuracy, with a t interval over
+    seeds, and the gap's difference from the mitigation's baseline (Welch interval over seeds)."""
+    from phasescope.analysis.intervals import t_summary, welch_difference
 
     def over_seeds(values):
-        s = t_summary([v for v in values if v is not None])
+        s = t_summary(values)
         if s["n"] == 0:
             return "n/a"
         if s["n"] < 2:
             return f"{s['mean']:.1f} (1 seed)"
         return f"{s['mean']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]"
 
+    def learned_rows(recipe, variant):
+        return [r for r in rows if r["recipe"] == recipe and r.get("variant") == variant and r.get("learned")]
+
+    def versus(gaps, baseline):
+        d = welch_difference(gaps, [r["gap_pp"] for r in learned_rows(baseline, "plain")])
+        if d["diff"] is None:
+            return "n/a"
+        if d["ci_low"] is None:
+            return f"{d['diff']:+.1f} vs `{baseline}`"
+        return f"{d['diff']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}] vs `{baseline}` (p {d['p_value']:.2g})"
+
     lines = [
         "| mitigation | recipe | learned seeds | mean accuracy % [95% over seeds] | gap pp [95% over seeds] | "
-        "forward passes per query |",
-        "|" + " --- |" * 6,
+        "gap change pp [95%, Welch over seeds] | forward passes per query |",
+        "|" + " --- |" * 7,
     ]
-    labelled = [(e.mitigation, e.recipe, "plain") for e in matrix if e.mitigation]
-    labelled += [("(e) phase ensemble (test time)", e.recipe, "phase-ensemble") for e in matrix if e.ensemble]
-    for label, recipe, variant in labelled:
-        mine = [r for r in rows if r["recipe"] == recipe and r.get("variant") == variant and r.get("learned")]
-        seeds = sum(1 for r in rows if r["recipe"] == recipe and r.get("variant", "plain") == variant)
+    labelled = [(e.mitigation, e, "plain") for e in matrix if e.mitigation]
+    labelled += [("(e) phase ensemble (test time)", e, "phase-ensemble") for e in matrix if e.ensemble]
+    for label, entry, variant in labelled:
+        mine = learned_rows(entry.recipe, variant)
+        seeds = sum(1 for r in rows if r["recipe"] == entry.recipe and r.get("variant", "plain") == variant)
         passes = mine[0]["forward_passes"] if mine else "n/a"
-        accuracy = over_seeds([100 * r["mean_accuracy"] for r in mine])
+        gaps = [r["gap_pp"] for r in mine]
+        is_baseline = entry.recipe == entry.baseline and variant == "plain"
+        change = "—" if is_baseline or not mine else versus(gaps, entry.baseline)
         lines.append(
-            f"| {label} | `{recipe}` | {len(mine)} of {seeds} | {accuracy} | "
-            f"{over_seeds([r['gap_pp'] for r in mine])} | {passes} |"
+            f"| {label} | `{entry.recipe}` | {len(mine)} of {seeds} | "
+            f"{over_seeds([100 * r['mean_accuracy'] for r in mine])} | {over_seeds(gaps)} | {change} | {passes} |"
         )
     return lines
 

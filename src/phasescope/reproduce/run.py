@@ -9,9 +9,11 @@ stopped.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -158,33 +160,76 @@ def sweep_matrix(
     return rows
 
 
+@dataclass
+class Job:
+    """One training process of --retrain: ``argv`` after ``python -m``, run once ``needs`` are trained."""
+
+    target: Path
+    argv: list[str]
+    needs: tuple[Path, ...] = ()
+
+
+def training_jobs(root: Path, matrix, seeds: int) -> list[Job]:
+    """A job per (recipe, seed) not trained under ``root``. The matched control runs its two passes
+    (reproduce/matched.py); a recipe that starts from another matrix recipe's weights (init_from)
+    waits for that run of the same seed under ``root`` and starts from it."""
+    from phasescope.reproduce.matched import RECIPE as MATCHED
+    from phasescope.train.recipes import get_recipe
+
+    planned = {(e.recipe, s) for e in matrix if e.retrain for s in seeds_of(e, seeds)}
+    jobs = []
+    for entry in matrix:
+        for seed in seeds_of(entry, seeds) if entry.retrain else ():
+            target = root / f"{entry.recipe}-s{seed}"
+            if trained(target):
+                continue
+            if entry.recipe == MATCHED:
+                jobs.append(Job(target, ["phasescope.reproduce.matched", "--seed", str(seed), "--out", str(target)]))
+                continue
+            argv = ["phasescope", "train", entry.recipe, "--set", "threads=1", "--set", f"seed={seed}"]
+            source = get_recipe(entry.recipe).init_from
+            needs = (root / f"{source}-s{seed}",) if (source, seed) in planned else ()  # else: the shipped one
+            argv += ["--set", f"init_from={needs[0]}"] if needs else []
+            argv += ["--out", str(target), "--no-progress"]
+            argv += ["--resume"] if (target / "checkpoints" / "LATEST").exists() else []
+            jobs.append(Job(target, argv, needs))
+    return jobs
+
+
 def train_matrix(root: Path, matrix, seeds: int, jobs: int, console) -> None:
     """Every missing (recipe, seed) trained in its own process, ``jobs`` at a time (one thread
     each); an interrupted run resumes from its last checkpoint."""
-    todo = [(e, s) for e in matrix if e.retrain for s in seeds_of(e, seeds) if not trained(root / f"{e.recipe}-s{s}")]
+    todo = training_jobs(root, matrix, seeds)
     console.print(f"training {len(todo)} models, {jobs} at a time, into {root}")
-    running: list[tuple[subprocess.Popen, str]] = []
-    failed = []
+    running: list[tuple[subprocess.Popen, Job]] = []
+    failed: list[Path] = []
     while todo or running:
-        while todo and len(running) < jobs:
-            entry, seed = todo.pop(0)
-            target = root / f"{entry.recipe}-s{seed}"
-            args = ["train", entry.recipe, "--set", "threads=1", "--set", f"seed={seed}", "--out", str(target)]
-            args += ["--no-progress"] + (["--resume"] if (target / "checkpoints" / "LATEST").exists() else [])
-            target.mkdir(parents=True, exist_ok=True)
-            log = (target / "train_stdout.txt").open("a")
-            console.print("phasescope " + " ".join(args))
-            running.append(
-                (subprocess.Popen([sys.executable, "-m", "phasescope", *args], stdout=log, stderr=log), str(target))
-            )
+        for job in [j for j in todo if set(j.needs) & set(failed)]:
+            todo.remove(job)  # what it starts from failed
+            failed.append(job.target)
+        ready = [j for j in todo if all(trained(n) for n in j.needs)]
+        if not ready and not running and todo:
+            missing = sorted({str(n) for j in todo for n in j.needs if not trained(n)})
+            raise InputError(f"--retrain: {', '.join(missing)} must be trained first and is not in the matrix")
+        while ready and len(running) < jobs:
+            job = ready.pop(0)
+            todo.remove(job)
+            job.target.mkdir(parents=True, exist_ok=True)
+            log = (job.target / "train_stdout.txt").open("a")
+            console.print("python -m " + " ".join(job.argv))
+            env = {**os.environ, "OMP_NUM_THREADS": "1"}
+            proc = subprocess.Popen([sys.executable, "-m", *job.argv], stdout=log, stderr=log, env=env)
+            running.append((proc, job))
         time.sleep(2)
-        for proc, target in list(running):
+        for proc, job in list(running):
             if proc.poll() is not None:
-                running.remove((proc, target))
+                running.remove((proc, job))
                 if proc.returncode != 0:
-                    failed.append(target)
+                    failed.append(job.target)
     if failed:
-        raise InputError(f"training failed for {', '.join(failed)}; see train_stdout.txt there (rerun to resume)")
+        raise InputError(
+            f"training failed for {', '.join(map(str, failed))}; see train_stdout.txt there (rerun to resume)"
+        )
 
 
 def run_reproduce(
