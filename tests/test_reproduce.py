@@ -224,13 +224,13 @@ def test_matched_control_second_pass_replays_the_first_up_to_the_chosen_step(tmp
 def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
     from phasescope.reproduce.results import mitigation_table
 
-    def seeds(recipe, gaps, variant="plain"):
+    def seeds(recipe, gaps, variant="plain", held_out=0.7):
         return [
             {
                 "recipe": recipe,
                 "seed": i,
                 "variant": variant,
-                "learned": True,
+                "eval_accuracy": held_out,
                 "gap_pp": g,
                 "mean_accuracy": 0.6,
                 "forward_passes": 4 if variant == "phase-ensemble" else 1,
@@ -239,8 +239,8 @@ def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
         ]
 
     rows = seeds("tiny-s4", [10, 11, 12]) + seeds("tiny-s4", [1, 2, 1.5], "phase-ensemble")
-    rows += seeds("tiny-s4-kv4", [20, 22, 24]) + seeds("tiny-s4-stagger", [20, 21, 25])
-    rows += [{"recipe": "tiny-s4-w8", "seed": 0, "variant": "plain", "learned": False}]
+    rows += seeds("tiny-s4-kv4", [20, 22, 24]) + seeds("tiny-s4-stagger", [20, 21, 25], held_out=0.98)
+    rows += [{"recipe": "tiny-s4-w8", "seed": 0, "variant": "plain", "eval_accuracy": 0.1}]
     matrix = (
         Entry("tiny-s4", mitigation="baseline", ensemble=True),
         Entry("tiny-s4-w8", mitigation="(a)"),
@@ -252,6 +252,7 @@ def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
     assert "| 0 of 1 | n/a | n/a | — |" in table["(a)"]  # did not learn: nothing to compare
     assert "+11.0 [" in table["kv4"] and "vs `tiny-s4`" in table["kv4"]
     assert "+0.0 [" in table["(b)"] and "vs `tiny-s4-kv4`" in table["(b)"]  # against 4 KV heads, not tiny-s4
+    assert "| 3 of 3 (3 above 95%) |" in table["(b)"]  # a mitigation at the ceiling still counts
     assert "-9.5 [" in table["(e) phase ensemble (test time)"]
 
 
