@@ -2,7 +2,8 @@
 
     python experiments/ship_checkpoints.py RUN_DIR [RUN_DIR ...]
 
-A RUN_DIR is a `phasescope train RECIPE --set seed=S ... --out RUN_DIR` directory. It is copied to
+A RUN_DIR is a `phasescope train RECIPE --set seed=S ... --out RUN_DIR` directory, or a matched
+control made by `python -m phasescope.reproduce.matched --seed S --out RUN_DIR`. It is copied to
 ``src/phasescope/assets/reproduce/RECIPE-sSEED/`` — the final weights and configs (transformers
 models: the files of RUN_DIR/hf) and ``manifest.json``: recipe, the --set edits, seed, the command
 that retrains it, the commit of this repository, and the final held-out evaluation from log.jsonl.
@@ -31,13 +32,12 @@ def manifest(run: Path, config: dict) -> dict:
     keys = ("seed", "steps", "warm_start_steps", "lr", "init_from", "random_align")
     edits = [f"{k}={config[k]}" for k in keys if config.get(k, getattr(recipe, k)) != getattr(recipe, k)]
     edits = ["threads=1", *edits]
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     made = {
         "recipe": config["name"],
         "set": edits,
         "seed": config["seed"],
         "command": f"phasescope train {config['name']} " + " ".join(f"--set {e}" for e in edits),
-        "commit": commit.strip(),
+        "commit": _commit(),
         "final_eval": {k: last[k] for k in ("step", "eval_accuracy", "eval_accuracy_by_phase", "eval_loss")},
     }
     if (run / "init_from.json").exists():  # the weights it started from (path relative to this repository)
@@ -47,17 +47,20 @@ def manifest(run: Path, config: dict) -> dict:
 
 
 def _relative(path: str) -> str:
-    return str(Path(path).relative_to(ROOT)) if Path(path).is_relative_to(ROOT) else path
+    """A shipped checkpoint as its path in the repository (from any checkout or worktree of it)."""
+    marker = "/src/phasescope/assets/"
+    return path[path.index(marker) + 1 :] if marker in path else path
 
 
-def matched_manifest(run: Path, config: dict) -> dict:
-    """tiny-full-matched: the run stopped at the step nearest the compressed models' accuracy
-    (RUN/matched/, MATCHED.json: the checkpoint and its re-measured held-out accuracy)."""
-    info = json.loads((run / "matched" / "MATCHED.json").read_text())
-    out = manifest(run, config)
-    out["command"] += f" --stop-after {info['step']}  (the model is checkpoints/step-{info['step']})"
-    out["final_eval"] = {k: info[k] for k in ("step", "eval_accuracy", "eval_accuracy_by_phase", "eval_loss")}
-    return out
+def matched_manifest(run: Path) -> dict:
+    """tiny-full-matched (``python -m phasescope.reproduce.matched --out RUN``): RUN is already a model
+    directory whose manifest.json has the command, the chosen step and the re-measured evaluation."""
+    made = json.loads((run / "manifest.json").read_text())
+    return made | {"commit": _commit()}
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
 
 def ship(run: Path) -> Path:
@@ -68,13 +71,12 @@ def ship(run: Path) -> Path:
     target.mkdir(parents=True)
     if (run / "hf").is_dir():
         files = [p for p in (run / "hf").iterdir() if p.is_file()]
-    elif (run / "matched").is_dir():
-        files = [run / "matched" / n for n in NATIVE_FILES[:2]] + [run / "train_config.json"]
     else:
         files = [run / n for n in NATIVE_FILES]
     for path in files:
         shutil.copy(path, target / path.name)
-    made = matched_manifest(run, config) if (run / "matched").is_dir() else manifest(run, config)
+    matched = (run / "manifest.json").exists()
+    made = matched_manifest(run) if matched else manifest(run, config)
     (target / "manifest.json").write_text(json.dumps(made, indent=2) + "\n")
     return target
 
