@@ -270,3 +270,27 @@ def test_welch_difference_matches_the_textbook_formula():
     assert d["diff"] == a.mean() - b.mean()
     assert np.isclose(d["ci_low"], d["diff"] - half) and np.isclose(d["ci_high"], d["diff"] + half)
     assert welch_difference([1.0], b)["ci_low"] is None and welch_difference([], b)["diff"] is None
+
+
+def test_every_shipped_checkpoint_is_what_its_manifest_command_trains():
+    """A recipe changed after its checkpoint shipped would make `--retrain` and the shipped numbers
+    disagree: every shipped run's saved config must equal its recipe with the manifest's --set edits."""
+    import json
+
+    from phasescope.reproduce.matrix import ASSETS as SHIPPED
+    from phasescope.train.config import TrainConfig, apply_overrides
+    from phasescope.train.recipes import get_recipe
+
+    checked = 0
+    for directory in sorted(p for p in SHIPPED.iterdir() if p.is_dir()) + [ASSETS / "tiny-s4", ASSETS / "tiny-full"]:
+        manifest = json.loads((directory / "manifest.json").read_text())
+        if directory.parent == SHIPPED:
+            assert directory.name == f"{manifest['recipe']}-s{manifest['seed']}"
+        if not (directory / "train_config.json").exists():
+            continue  # a transformers directory: its phasescope.json holds the geometry
+        saved = TrainConfig.from_dict(json.loads((directory / "train_config.json").read_text()))
+        expected = apply_overrides(get_recipe(manifest["recipe"]), manifest["set"])
+        same = {"threads": 1, "about": ""}  # the thread count and the description do not change the run
+        assert saved.to_dict() | same == expected.to_dict() | same, directory.name
+        checked += 1
+    assert checked >= 40
