@@ -241,6 +241,8 @@ def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
     rows = seeds("tiny-s4", [10, 11, 12]) + seeds("tiny-s4", [1, 2, 1.5], "phase-ensemble")
     rows += seeds("tiny-s4-kv4", [20, 22, 24]) + seeds("tiny-s4-stagger", [20, 21, 25], held_out=0.98)
     rows += [{"recipe": "tiny-s4-w8", "seed": 0, "variant": "plain", "eval_accuracy": 0.1}]
+    for row, accuracy in zip(rows[-4:-1], (0.3, 0.95, 0.99), strict=True):  # the stagger seeds
+        row["mean_accuracy"] = accuracy
     matrix = (
         Entry("tiny-s4", mitigation="baseline", ensemble=True),
         Entry("tiny-s4-w8", mitigation="(a)"),
@@ -253,6 +255,7 @@ def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
     assert "+11.0 [" in table["kv4"] and "vs `tiny-s4`" in table["kv4"]
     assert "+0.0 [" in table["(b)"] and "vs `tiny-s4-kv4`" in table["(b)"]  # against 4 KV heads, not tiny-s4
     assert "| 3 of 3 (3 above 95%) |" in table["(b)"]  # a mitigation at the ceiling still counts
+    assert "| 74.7 [" in table["(b)"] and ", 100.0] |" in table["(b)"]  # the t interval clipped at 100%
     assert "-9.5 [" in table["(e) phase ensemble (test time)"]
 
 
