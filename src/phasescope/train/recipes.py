@@ -215,15 +215,13 @@ def tiny_s4_nope() -> TrainConfig:
 KV4_STEPS = 1200
 
 
-@recipe("tiny-s4-kv4")
-def tiny_s4_kv4() -> TrainConfig:
+def _kv4(name: str, stagger: bool, about: str) -> TrainConfig:
     # From a random init 4 KV heads stay at ~14% (the full-attention warm start does not learn
     # in 600 steps); tiny-full's weights widened to 4 KV heads compute the same function.
     return _tiny(
-        "tiny-s4-kv4",
-        _s(4),
-        "tiny-s4 with 4 KV heads (the baseline for tiny-s4-stagger), warm start from tiny-full (KV heads "
-        "widened), 1,200 steps",
+        name,
+        _s(4, stagger=stagger),
+        about,
         warm_start_steps=600,
         n_kv_heads=4,
         init_from="tiny-full",
@@ -231,16 +229,22 @@ def tiny_s4_kv4() -> TrainConfig:
     )
 
 
+@recipe("tiny-s4-kv4")
+def tiny_s4_kv4() -> TrainConfig:
+    return _kv4(
+        "tiny-s4-kv4",
+        False,
+        "tiny-s4 with 4 KV heads (the baseline for tiny-s4-stagger), warm start from tiny-full (KV heads "
+        "widened), 1,200 steps",
+    )
+
+
 @recipe("tiny-s4-stagger")
 def tiny_s4_stagger() -> TrainConfig:
-    return _tiny(
+    return _kv4(
         "tiny-s4-stagger",
-        _s(4, stagger=True),
+        True,
         "tiny-s4-kv4 with staggered KV heads (aligns 0,1,2,3), same start and schedule; mitigation (b)",
-        warm_start_steps=600,
-        n_kv_heads=4,
-        init_from="tiny-full",
-        steps=KV4_STEPS,
     )
 
 
