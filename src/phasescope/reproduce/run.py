@@ -201,7 +201,7 @@ def train_matrix(root: Path, matrix, seeds: int, jobs: int, console) -> None:
     each); an interrupted run resumes from its last checkpoint."""
     todo = training_jobs(root, matrix, seeds)
     console.print(f"training {len(todo)} models, {jobs} at a time, into {root}")
-    running: list[tuple[subprocess.Popen, Job]] = []
+    running: list[tuple[subprocess.Popen, Job, object]] = []  # process, job, its open log file
     failed: list[Path] = []
     while todo or running:
         for job in [j for j in todo if set(j.needs) & set(failed)]:
@@ -219,11 +219,12 @@ def train_matrix(root: Path, matrix, seeds: int, jobs: int, console) -> None:
             console.print("python -m " + " ".join(job.argv))
             env = {**os.environ, "OMP_NUM_THREADS": "1"}
             proc = subprocess.Popen([sys.executable, "-m", *job.argv], stdout=log, stderr=log, env=env)
-            running.append((proc, job))
+            running.append((proc, job, log))
         time.sleep(2)
-        for proc, job in list(running):
+        for proc, job, log in list(running):
             if proc.poll() is not None:
-                running.remove((proc, job))
+                running.remove((proc, job, log))
+                log.close()
                 if proc.returncode != 0:
                     failed.append(job.target)
     if failed:
