@@ -72,6 +72,13 @@ def test_incompatible_sources_are_refused_with_the_reason(tmp_path, source_kw, t
         init_weights(decoder(**target_kw), source_dir)
 
 
+def test_an_unreadable_source_is_refused_with_the_reason(tmp_path):
+    source_dir = model_dir(tmp_path, decoder())
+    (source_dir / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(InputError, match="cannot read model.safetensors"):
+        init_weights(decoder(), source_dir)
+
+
 def test_init_from_names_a_directory_or_a_shipped_recipe(tmp_path):
     assert resolve_init("", 0) is None
     assert resolve_init("tiny-full", 0) == DEMO / "tiny-full"
@@ -79,6 +86,8 @@ def test_init_from_names_a_directory_or_a_shipped_recipe(tmp_path):
         resolve_init("tiny-full", 77)
     with pytest.raises(InputError, match="neither a recipe name nor a model directory"):
         resolve_init(str(tmp_path), 0)
+    with pytest.raises(InputError, match="is a transformers model"):
+        resolve_init("hf-deepseek-v4-tiny", 1)
 
 
 def quick(*extra):

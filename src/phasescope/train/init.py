@@ -42,6 +42,8 @@ def resolve_init(init_from: str, seed: int) -> Path | None:
         from phasescope.reproduce.matrix import ASSETS, Entry, checkpoint_dir
 
         path = checkpoint_dir(ASSETS, Entry(init_from), seed)
+        if (path / "config.json").exists():
+            raise InputError(f"init_from={init_from!r} is a transformers model; init_from takes phasescope models")
         if not (path / "model.safetensors").exists():
             raise InputError(
                 f"init_from={init_from!r}: phasescope ships no checkpoint of that recipe for seed {seed}; train it "
@@ -64,7 +66,12 @@ def init_weights(model: torch.nn.Module, source: Path) -> dict:
 
     weights_path = source / "model.safetensors"
     src_cfg = ModelConfig.from_dict(read_json(source / "model_config.json", "model config"))
-    weights = load_file(str(weights_path))
+    try:
+        weights = load_file(str(weights_path))
+    except Exception as err:  # safetensors raises its own error types for a truncated or foreign file
+        raise InputError(
+            f"init_from {source}: cannot read {weights_path.name} ({err}); retrain or re-copy it"
+        ) from None
     target = model.state_dict()
     unexpected = sorted(set(weights) - set(target))
     if unexpected:
