@@ -47,7 +47,6 @@ class Entry:
     hf: bool = False  # a transformers directory (swept as hf:DIR)
     ensemble: bool = False  # also swept with the test-time phase ensemble
     max_seeds: int | None = None  # shown on fewer seeds (not judged: nothing to pool)
-    retrain: bool = True  # False: --retrain uses the shipped checkpoints
     baseline: str = "tiny-s4"  # a mitigation is compared with this recipe (same KV-cache bytes)
 
 

@@ -119,7 +119,7 @@ def mitigation_table(rows: list[dict], matrix) -> list[str]:
             return f"{s['mean']:.1f} (1 seed)"
         return f"{s['mean']:.1f} [{max(s['ci_low'], 0):.1f}, {min(s['ci_high'], upper):.1f}]"
 
-    def learned_rows(recipe, variant):
+    def trained_rows(recipe, variant):
         return [
             r
             for r in rows
@@ -127,7 +127,7 @@ def mitigation_table(rows: list[dict], matrix) -> list[str]:
         ]
 
     def versus(gaps, baseline):
-        d = welch_difference(gaps, [r["gap_pp"] for r in learned_rows(baseline, "plain")])
+        d = welch_difference(gaps, [r["gap_pp"] for r in trained_rows(baseline, "plain")])
         if d["diff"] is None:
             return "n/a"
         if d["ci_low"] is None:
@@ -144,7 +144,7 @@ def mitigation_table(rows: list[dict], matrix) -> list[str]:
     labelled = [(e.mitigation, e, "plain") for e in matrix if e.mitigation]
     labelled += [("(e) phase ensemble (test time)", e, "phase-ensemble") for e in matrix if e.ensemble]
     for label, entry, variant in labelled:
-        mine = learned_rows(entry.recipe, variant)
+        mine = trained_rows(entry.recipe, variant)
         seeds = sum(1 for r in rows if r["recipe"] == entry.recipe and r.get("variant", "plain") == variant)
         passes = mine[0]["forward_passes"] if mine else "n/a"
         gaps = [r["gap_pp"] for r in mine]

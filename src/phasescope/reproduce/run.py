@@ -119,14 +119,12 @@ def seeds_of(entry: Entry, seeds: int) -> range:
     return range(min(seeds, entry.max_seeds or seeds))
 
 
-def available(root: Path, matrix, seeds: int, retrained: bool) -> list[tuple[Entry, int, Path | None]]:
-    """(entry, seed, checkpoint dir or None) for the whole matrix; after --retrain, entries that are
-    not retrained automatically come from the shipped checkpoints."""
+def available(root: Path, matrix, seeds: int) -> list[tuple[Entry, int, Path | None]]:
+    """(entry, seed, checkpoint dir or None) for the whole matrix."""
     out = []
     for entry in matrix:
-        home = ASSETS if retrained and not entry.retrain else root
         for seed in seeds_of(entry, seeds):
-            path = checkpoint_dir(home, entry, seed)
+            path = checkpoint_dir(root, entry, seed)
             out.append((entry, seed, path if path.exists() else None))
     return out
 
@@ -135,13 +133,11 @@ def trained(target: Path) -> bool:
     return (target / "model.safetensors").exists() or (target / "hf" / "model.safetensors").exists()
 
 
-def sweep_matrix(
-    root: Path, out: Path, matrix, seeds: int, samples: int, console, resamples: int, retrained: bool = False
-) -> list[dict]:
+def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, console, resamples: int) -> list[dict]:
     from rich.progress import track
 
     rows = []
-    planned = available(root, matrix, seeds, retrained)
+    planned = available(root, matrix, seeds)
     missing = [f"{e.recipe}-s{s}" for e, s, p in planned if p is None]
     if len(missing) == len(planned):
         raise InputError(
@@ -176,10 +172,10 @@ def training_jobs(root: Path, matrix, seeds: int) -> list[Job]:
     from phasescope.reproduce.matched import RECIPE as MATCHED
     from phasescope.train.recipes import get_recipe
 
-    planned = {(e.recipe, s) for e in matrix if e.retrain for s in seeds_of(e, seeds)}
+    planned = {(e.recipe, s) for e in matrix for s in seeds_of(e, seeds)}
     jobs = []
     for entry in matrix:
-        for seed in seeds_of(entry, seeds) if entry.retrain else ():
+        for seed in seeds_of(entry, seeds):
             target = root / f"{entry.recipe}-s{seed}"
             if trained(target):
                 continue
@@ -258,7 +254,7 @@ def run_reproduce(
     if retrain:
         train_matrix(root, matrix, seeds, jobs, console)
     began = time.perf_counter()
-    rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples, retrained=retrain)
+    rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples)
     add_preference_rhos(rows)
     verdicts = judge(rows, matrix)
     write_results(out, rows, verdicts, matrix, {"checkpoints": str(root), "samples": samples, "seeds": seeds})

@@ -123,7 +123,9 @@ def random_alignment(seed: int, step: int, scheme_step: int) -> int:
 def aligned(model: torch.nn.Module, align: int):
     """Every compressed layer of a phasescope decoder uses ``align`` inside the block (its
     configured align afterwards): entry boundaries move, weights do not."""
-    layers = [m for m in model.modules() if hasattr(m, "scheme") and hasattr(m, "pooler") and m.scheme.compressed]
+    from phasescope.model.decoder import Attention
+
+    layers = [m for m in model.modules() if isinstance(m, Attention) and m.scheme.compressed]
     saved = [m.scheme for m in layers]
     try:
         for m in layers:
