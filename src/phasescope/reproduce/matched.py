@@ -86,17 +86,17 @@ def materialize(cfg, checkpoint: Path, out: Path, step: int, target: float) -> d
     atomic_write_text(out / "train_config.json", cfg.to_json())
     shutil.copy(checkpoint / "model.safetensors", out / "model.safetensors.tmp")
     (out / "model.safetensors.tmp").rename(out / "model.safetensors")  # present only when complete
-    loaded = load_model_dir(str(out))
-    model = loaded[0] if isinstance(loaded, tuple) else loaded
-    evaluation = evaluate(cfg, model, cfg.eval_batches)
+    evaluation = evaluate(cfg, load_model_dir(out), cfg.eval_batches)
     manifest = {
         "recipe": RECIPE,
         "set": ["threads=1", f"seed={cfg.seed}"],
         "seed": cfg.seed,
         "command": f"phasescope train {RECIPE} --set threads=1 --set seed={cfg.seed} --stop-after {step}  "
         f"(the model is checkpoints/step-{step}; the step is where pass 1 first reaches {target:.0%})",
-        "final_eval": {"step": step, **{k: evaluation[k] for k in ("eval_accuracy", "eval_accuracy_by_phase")}}
-        | {"eval_loss": evaluation["eval_loss"]},
+        "final_eval": {
+            "step": step,
+            **{k: evaluation[k] for k in ("eval_accuracy", "eval_accuracy_by_phase", "eval_loss")},
+        },
     }
     atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     return manifest
