@@ -201,6 +201,17 @@ def test_matched_step_interpolates_the_first_crossing_of_the_target(tmp_path):
         crossing_step(eval_log(tmp_path / "flat.jsonl", [(25, 0.2), (125, 0.5)]), 0.99)
 
 
+def test_matched_control_refuses_a_target_outside_0_1_before_training(tmp_path):
+    import pytest
+
+    from phasescope.errors import InputError
+    from phasescope.reproduce.matched import train_matched
+
+    with pytest.raises(InputError, match="strictly between 0 and 1"):
+        train_matched(tmp_path / "m", seed=0, target=1.5)
+    assert not (tmp_path / "m").exists()
+
+
 def test_matched_control_second_pass_replays_the_first_up_to_the_chosen_step(tmp_path):
     import json
 

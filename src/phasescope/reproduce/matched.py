@@ -69,6 +69,8 @@ def train_matched(
     """Both passes into ``out/pass1`` and ``out/pass2-atN``; ``out`` becomes the model directory
     (model.safetensors, model_config.json, train_config.json, manifest.json). Resumable.
     ``edits``: extra --set values (tests use a short schedule)."""
+    if not 0 < target < 1:
+        raise InputError(f"--target {target}: a held-out accuracy strictly between 0 and 1 (e.g. 0.74)")
     cfg = _config(seed, edits)
     _train_until(cfg, out / "pass1", pass1_steps)
     step = crossing_step(out / "pass1" / "log.jsonl", target)
@@ -108,7 +110,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory that becomes the matched control")
     parser.add_argument("--target", type=float, default=TARGET_ACCURACY, help="held-out accuracy to match")
     args = parser.parse_args(argv)
-    made = train_matched(args.out, args.seed, args.target)
+    try:
+        made = train_matched(args.out, args.seed, args.target)
+    except InputError as err:
+        raise SystemExit(f"error: {err}") from None
     print(f"{args.out}: step {made['final_eval']['step']}, held-out accuracy {made['final_eval']['eval_accuracy']:.1%}")
 
 
