@@ -31,13 +31,16 @@ from phasescope.runfiles import read_json
 ALIGN_STREAM = 7_919  # random alignments use seeds no data batch uses
 
 
-def resolve_init(init_from: str, seed: int) -> Path | None:
+def resolve_init(init_from: str, seed: int, arch: str = "phasescope") -> Path | None:
     """The model directory ``init_from`` names: a path, or a recipe whose checkpoint for this
-    seed ships with phasescope (``assets/reproduce/RECIPE-sSEED``)."""
+    seed ships with phasescope (``assets/reproduce/RECIPE-sSEED``). ``arch`` is the run's: a
+    transformers run (hf-deepseek-v4) starts from a transformers directory (``hf_source``)."""
     if not init_from:
         return None
     from phasescope.train.recipes import RECIPES
 
+    if arch != "phasescope":
+        return hf_source(init_from, seed, init_from in RECIPES)
     if init_from in RECIPES:
         from phasescope.reproduce.matrix import ASSETS, Entry, checkpoint_dir
 
@@ -59,11 +62,58 @@ def resolve_init(init_from: str, seed: int) -> Path | None:
     return path
 
 
+def hf_source(init_from: str, seed: int, is_recipe: bool) -> Path:
+    """A transformers model directory (config.json + model.safetensors): a shipped recipe's
+    checkpoint for this seed, a directory, or a training run directory holding one in hf/."""
+    if is_recipe:
+        from phasescope.reproduce.matrix import ASSETS, Entry, checkpoint_dir
+
+        path = checkpoint_dir(ASSETS, Entry(init_from, hf=True), seed)
+        where = (
+            f"phasescope ships no checkpoint of {init_from!r} for seed {seed}; train it and pass --set init_from=DIR"
+        )
+    else:
+        path = Path(init_from).expanduser()
+        path = path / "hf" if (path / "hf" / "config.json").exists() else path
+        where = f"init_from={init_from!r} is not a transformers model directory (config.json + model.safetensors)"
+    if not ((path / "config.json").exists() and (path / "model.safetensors").exists()):
+        raise InputError(where)
+    return path
+
+
+def init_hf_weights(model: torch.nn.Module, source: Path) -> dict:
+    """Copy a transformers checkpoint into the wrapped model of the same config (every weight).
+    transformers renames DeepseekV4's weights when it saves them, so the checkpoint is loaded
+    with from_pretrained (which maps them back) and its state dict copied."""
+    from transformers import AutoModelForCausalLM
+
+    weights_path = source / "model.safetensors"
+    try:
+        loaded = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
+    except Exception as err:  # transformers raises many error types for a foreign or truncated directory
+        raise InputError(f"init_from {source}: transformers cannot load it ({str(err)[:300]})") from None
+    mine, theirs = model.hf.config, loaded.config
+    for key in ("compress_rates", "hidden_size", "num_hidden_layers", "head_dim", "sliding_window"):
+        if getattr(mine, key, None) != getattr(theirs, key, None):
+            raise InputError(
+                f"init_from {source}: its {key} is {getattr(theirs, key, None)!r}, this run's is "
+                f"{getattr(mine, key, None)!r}; start from a model of the same configuration"
+            )
+    try:
+        model.hf.load_state_dict(loaded.state_dict(), strict=True)
+    except RuntimeError as err:
+        raise InputError(f"init_from {source}: its weights do not fit this model ({str(err)[:300]})") from None
+    digest = hashlib.sha256(weights_path.read_bytes()).hexdigest()
+    return {"path": str(source.resolve()), "sha256": digest, "kv_heads_widened": 1, "kept_init": []}
+
+
 def init_weights(model: torch.nn.Module, source: Path) -> dict:
     """Copy ``source``'s weights into ``model`` (widening KV heads, see the module doc);
     returns provenance (path, sha256 of the weights, parameters left at their init)."""
     from safetensors.torch import load_file
 
+    if hasattr(model, "hf"):  # transformers' DeepseekV4 (train.models.HFCausalLM)
+        return init_hf_weights(model, source)
     weights_path = source / "model.safetensors"
     src_cfg = ModelConfig.from_dict(read_json(source / "model_config.json", "model config"))
     try:

@@ -33,9 +33,10 @@ FULL = CompressionConfig(kind="full")
 
 
 def _tiny(name: str, scheme: CompressionConfig, about: str, token_shift: bool = True, **kw) -> TrainConfig:
+    task = kw.pop("task", TINY_TASK)
     model = preset(
         "tiny",
-        TINY_TASK.vocab_size,
+        task.vocab_size,
         scheme,
         token_shift=token_shift,
         rope=kw.pop("rope", True),
@@ -46,7 +47,7 @@ def _tiny(name: str, scheme: CompressionConfig, about: str, token_shift: bool = 
         name=name,
         model=model,
         scheme=scheme,
-        task=kw.pop("task", TINY_TASK),
+        task=task,
         steps=steps,
         batch_size=32,
         lr=1e-3,  # 3e-3 stalled at chance for 900+ steps; 1e-3 learns (seen here)
@@ -264,6 +265,109 @@ def hf_deepseek_v4_tiny() -> TrainConfig:
     """transformers' DeepseekV4ForCausalLM from a tiny config (CSA layers, s=4, w=8)."""
     cfg = _tiny("hf-deepseek-v4-tiny", _s(4, "channel_gate", window=8, sink=True), "transformers DeepseekV4, tiny")
     return replace(cfg, arch="hf-deepseek-v4", model=replace(cfg.model, n_kv_heads=1, token_shift=False))
+
+
+# ---- issue #23: post-training, step 2, a theory test, a longer context ----------------------------
+
+# Post-training: a short second stage on a changed data mix, from a learned base model (init_from, same
+# seed). The study's post-training (SFT/RL after pretraining) is a short run at a lower learning rate on
+# a different distribution of text; here: a quarter of the pretraining steps at 0.3x the peak learning
+# rate on rows with fewer, more widely and more variably spaced pairs (12 pairs, 0-4 filler tokens
+# between pairs, instead of 16 pairs with 0-2), same vocabulary, length and answer-only loss.
+POST_TASK = replace(TINY_TASK, n_pairs=12, max_gap=4)
+POST_STEPS = 600
+
+
+def _post(base: TrainConfig, name: str) -> TrainConfig:
+    return replace(
+        base,
+        name=name,
+        task=POST_TASK,
+        steps=POST_STEPS,
+        warm_start_steps=0,  # the base model is already compressed
+        lr=3e-4,
+        warmup_steps=30,
+        init_from=base.name,
+        about=f"post-training of {base.name}: {POST_STEPS} steps at lr 3e-4 on 12 pairs with 0-4 filler between "
+        f"pairs (from {base.name}'s trained weights, same seed)",
+    )
+
+
+@recipe("tiny-s4-post")
+def tiny_s4_post() -> TrainConfig:
+    return _post(tiny_s4(), "tiny-s4-post")
+
+
+@recipe("hf-deepseek-v4-tiny-post")
+def hf_deepseek_v4_tiny_post() -> TrainConfig:
+    return _post(hf_deepseek_v4_tiny(), "hf-deepseek-v4-tiny-post")
+
+
+@recipe("tiny-v4.1")
+def tiny_v41() -> TrainConfig:
+    from phasescope.kv.schemes import scheme
+
+    # the v4.1 scheme (s = w = 2, channel gate without position bias, sink, rotated values) with the
+    # tiny models' raw window L = 8 instead of 128 (the task's needles lie beyond 8 tokens)
+    return _tiny(
+        "tiny-v4.1",
+        scheme("v4.1", local=TINY_LOCAL),
+        "DeepSeek-V4.1 compressor (s=w=2, channel gate without position bias, sink, rotated values), L=8, warm start",
+        warm_start_steps=600,
+    )
+
+
+@recipe("hf-deepseek-v4-tiny-s2")
+def hf_deepseek_v4_tiny_s2() -> TrainConfig:
+    """transformers' DeepseekV4 with compress rate 2 (transformers fixes w = 2s = 4)."""
+    cfg = hf_deepseek_v4_tiny()
+    return replace(
+        cfg,
+        name="hf-deepseek-v4-tiny-s2",
+        scheme=_s(2, "channel_gate", window=4, sink=True),
+        about="transformers DeepseekV4, tiny, CSA compress rate 2 (w=4)",
+    )
+
+
+@recipe("tiny-s2")
+def tiny_s2() -> TrainConfig:
+    # the theory's step prediction (docs/theory.md): tiny-s4 with s = w = 2, all else equal
+    return _tiny("tiny-s2", _s(2), "s=w=2 scalar gate, L=8, warm start (tiny-s4 at step 2)", warm_start_steps=600)
+
+
+@recipe("tiny-s4-d64")
+def tiny_s4_d64() -> TrainConfig:
+    # the theory's capacity prediction (docs/theory.md): tiny-s4 with head dim 64 (entry capacity d = 64)
+    cfg = _tiny("tiny-s4-d64", _s(4), "tiny-s4 with head dim 64 instead of 16, warm start", warm_start_steps=600)
+    return replace(cfg, model=replace(cfg.model, head_dim=64))
+
+
+# A longer context: 1,024-token rows with 64 pairs spread over ~500 tokens (0-12 filler between pairs);
+# 64 keys and 64 values (64 distinct keys per row need 64 key tokens), batch 8 rows (8,192 tokens a step).
+LONG_TASK = RetrievalTask(
+    n_keys=64,
+    n_values=64,
+    n_filler=8,
+    key_len=1,
+    value_len=1,
+    n_pairs=64,
+    n_queries=16,
+    max_gap=12,
+    min_distance=8,
+    seq_len=1024,
+)
+
+
+@recipe("tiny-s4-long")
+def tiny_s4_long() -> TrainConfig:
+    cfg = _tiny(
+        "tiny-s4-long",
+        _s(4),
+        "tiny-s4 on 1,024-token rows with 64 pairs (64 keys, 64 values), batch 8, warm start",
+        warm_start_steps=600,
+        task=LONG_TASK,
+    )
+    return replace(cfg, batch_size=8)
 
 
 def _qwen3(name: str, scheme: CompressionConfig, about: str) -> TrainConfig:

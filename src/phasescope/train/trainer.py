@@ -204,7 +204,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
         raise InputError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
     if cfg.arch == "hf-deepseek-v4":
         hf_deepseek_v4_config(cfg)  # refuses a scheme transformers cannot build, before anything is written
-    init_source = resolve_init(cfg.init_from, cfg.seed)  # refuses a bad init_from before anything is written
+    init_source = resolve_init(cfg.init_from, cfg.seed, cfg.arch)  # refuses a bad init_from before anything is written
     checkpoint = _prepare_run_dir(out, cfg, resume)
     if ddp.world > 1:
         dist.barrier()  # every rank has checked the directory before rank 0 writes into it
