@@ -314,3 +314,106 @@ def test_a_drift_over_offsets_is_not_read_as_phase_specialization():
         diffs = -0.05 * offsets + rng.normal(0, 0.3, n)[contents] + rng.normal(0, 0.3, len(offsets))
         hits += specialization(diffs, phases, contents, 4, rng, 100, offsets)["p_value"] < 0.05
     assert hits <= 15
+
+
+# --- KV heads: a KV head's compressed entries hidden (inspect/kv_heads.py, issue #23) ---
+
+
+@pytest.fixture(scope="module")
+def kv4_model():
+    torch.manual_seed(1)
+    cfg = preset("tiny", TASK.vocab_size, scheme("tiny-4", local=8), n_kv_heads=4)
+    return Decoder(cfg).eval()
+
+
+def test_hiding_every_kv_heads_entries_equals_the_raw_window_alone(kv4_model):
+    """With all entries hidden, a compressed layer is a sliding window of L raw tokens."""
+    from phasescope.inspect.kv_heads import hide_kv_entries
+
+    sliding = Decoder(replace_layers(kv4_model.cfg, scheme("sliding-128", local=8))).eval()
+    sliding.load_state_dict(kv4_model.state_dict(), strict=False)  # pooler weights have no place: unused
+    x = ids(2, 60)
+    with torch.no_grad():
+        with hide_kv_entries(kv4_model, [(layer, h) for layer in (0, 1) for h in range(4)]):
+            hidden = kv4_model(x)
+        expected = sliding(x)
+        plain = kv4_model(x)
+    torch.testing.assert_close(hidden, expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(plain, expected, atol=1e-3)  # the entries did matter
+    assert all(b.attn.entry_selector is None for b in kv4_model.blocks)  # restored
+
+
+def replace_layers(cfg, layer_scheme):
+    from dataclasses import replace
+
+    return replace(cfg, layers=(layer_scheme,) * cfg.n_layers)
+
+
+def test_hiding_one_kv_head_changes_only_its_query_heads(kv4_model):
+    """4 query heads over 4 KV heads: query head h reads KV head h only."""
+    from phasescope.inspect.kv_heads import hide_kv_entries
+
+    attn = kv4_model.blocks[0].attn
+    seen = []
+    hook = attn.o_proj.register_forward_pre_hook(lambda _m, args: seen.append(args[0].clone()))
+    x = ids(2, 60)
+    try:
+        with torch.no_grad():
+            kv4_model(x)
+            with hide_kv_entries(kv4_model, [(0, 2)]):
+                kv4_model(x)
+    finally:
+        hook.remove()
+    d = attn.head_dim
+    before, after = (s.view(2, 60, 4, d) for s in seen)
+    for h in (0, 1, 3):
+        assert torch.equal(before[:, :, h], after[:, :, h])
+    assert not torch.allclose(before[:, :, 2], after[:, :, 2])
+
+
+def test_kv_entry_hiding_is_undone_after_an_error_and_refuses_bad_input(kv4_model):
+    from phasescope.inspect.kv_heads import hide_kv_entries
+
+    with pytest.raises(RuntimeError, match="boom"), hide_kv_entries(kv4_model, [(1, 0)]):
+        assert kv4_model.blocks[1].attn.entry_selector is not None
+        raise RuntimeError("boom")
+    assert all(b.attn.entry_selector is None for b in kv4_model.blocks)
+    with pytest.raises(InputError, match="KV head 4 of layer 0"), hide_kv_entries(kv4_model, [(0, 4)]):
+        pass
+    with pytest.raises(InputError, match="mode='mean' does not apply to component kv-entries"):
+        ablation_matrix(kv4_model, task=TASK, samples=2, component="kv-entries", mode="mean")
+    with pytest.raises(InputError, match="component='shard' is invalid"):
+        ablation_matrix(kv4_model, task=TASK, samples=2, component="shard")
+    full = Decoder(preset("tiny", TASK.vocab_size, scheme("full")))
+    with pytest.raises(InputError, match="no compressed entries"), hide_kv_entries(full, [(0, 0)]):
+        pass
+
+
+KV_SPECIALIST = [{2}, {0, 1, 3}, {0, 1, 3}, {0, 1, 3}]  # KV head 0 alone serves phase 2
+
+
+def test_a_kv_head_that_alone_serves_a_phase_is_found_and_passes_the_held_out_check():
+    from planted_kv_heads import PlantedKVHeads
+
+    planted = PlantedKVHeads(TASK.vocab_size, 4, KV_SPECIALIST)
+    result = ablation_matrix(planted, task=TASK, step=4, samples=20, component="kv-entries", n_permutations=300)
+    assert result["component"] == "kv-entries"
+    rows = {r["head"]: r["accuracy"] for r in result["heads"]}
+    assert rows[0]["specialized"] and rows[0]["preferred_phase"] == 2 and rows[0]["p_holm"] < 0.05
+    assert not any(rows[h]["specialized"] for h in (1, 2, 3))
+    causal = {c["phase"]: c for c in result["causal"]}
+    assert causal[2]["heads"] == [[0, 0]] and causal[2]["ci_low"] > 0.3 and causal[2]["p_holm"] < 0.05
+    for p in (0, 1, 3):
+        assert abs(causal[p]["contrast"]) < 0.1
+    assert planted.blocks[0].attn.entry_selector is None
+
+
+def test_no_kv_head_is_flagged_when_none_serves_a_phase_alone():
+    from planted_kv_heads import PlantedKVHeads
+
+    planted = PlantedKVHeads(TASK.vocab_size, 4, [{0, 1, 2, 3}, set(), set(), set()])
+    result = ablation_matrix(planted, task=TASK, step=4, samples=20, component="kv-entries", n_permutations=300)
+    rows = {r["head"]: r["accuracy"] for r in result["heads"]}
+    assert not any(r["specialized"] for r in rows.values())
+    assert all(c["mean"] < -0.4 for c in rows[0]["change_by_phase"])  # KV head 0 matters at every phase alike
+    assert all(c["ci_low"] is None or c["ci_low"] <= 0.05 for c in result["causal"])

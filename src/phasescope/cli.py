@@ -720,6 +720,9 @@ def ablate(
         "(its output on another content at the same offset; needs prompts of one length per offset).",
     ),
     layers: str = typer.Option(None, help="Layers to ablate, e.g. 0,1 (default: all)."),
+    component: str = typer.Option(
+        "head", help="What is removed: head (a query head's output) or kv-entries (a KV head's compressed entries)."
+    ),
     top_k: int = typer.Option(1, min=1, help="Heads per phase removed together in the held-out causal check."),
     offsets: str = typer.Option("0:8", help="Offsets d of the paired sweep (>= two periods)."),
     samples: int = typer.Option(20, min=1, help="Content samples, each at every offset (half choose, half test)."),
@@ -762,6 +765,7 @@ def ablate(
         n_permutations=permutations,
         progress=True,
         options=options,
+        component=component,
         step=step,
         local=local,
         design=design,
@@ -784,7 +788,8 @@ def print_ablation(result: dict) -> None:
         p = "n/a" if acc["p_holm"] is None else f"{acc['p_holm']:.3f}"
         index = "n/a" if acc["index"] is None else f"{acc['index']:.2f}"
         console.print(
-            f"layer {row['layer']} head {row['head']}: specialization index {index} "
+            f"layer {row['layer']} {'KV head' if result.get('component') == 'kv-entries' else 'head'} {row['head']}: "
+            f"specialization index {index} "
             f"(preferred phase {acc['preferred_phase']}), Holm p {p}" + ("  SPECIALIZED" if acc["specialized"] else ""),
             highlight=False,
         )

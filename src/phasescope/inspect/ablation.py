@@ -28,8 +28,12 @@ import torch
 from phasescope.analysis import intervals
 from phasescope.errors import InputError
 from phasescope.inspect.heads import MODES, Resample, ablate_heads, check_heads, head_sites, record_means
+from phasescope.inspect.kv_heads import check_kv_heads, hide_kv_entries, kv_sites
 
 METRICS = ("accuracy", "logprob")
+# what one ablation removes: a query head's output ("head"), or a KV head's compressed entries
+# ("kv-entries": hidden from every query head that reads them; inspect/kv_heads.py)
+COMPONENTS = ("head", "kv-entries")
 
 
 def t_summary(values) -> dict:
@@ -183,10 +187,14 @@ class PairedSweep:
     samples: int
     means: dict | None = None
     base: tuple | None = None
+    component: str = "head"
 
     def run(self, heads: list[tuple[int, int]]) -> list[dict]:
         import phasescope
 
+        if self.component == "kv-entries":
+            with torch.no_grad(), hide_kv_entries(self.loaded.module, heads):
+                return phasescope.sweep(self.loaded, self.probe, **self.kwargs).records
         resample = Resample()
         loaded = self.loaded
         if self.mode == "resample":  # every batch holds all contents at one offset: donors are the other rows
@@ -242,24 +250,31 @@ def ablation_matrix(
     batch_size: int | None = None,
     progress: bool = False,
     options=None,
+    component: str = "head",
     **sweep_options,
 ) -> dict:
     """Every (layer, head) of ``layers`` (default all) removed in turn, the same paired sweep each
     time (``phasescope.sweep`` with ``probe`` and ``sweep_options``: task, step, design, ...);
     changes vs the unablated sweep per phase, specialization per head, and the held-out causal
     contrast of the ``top_k`` heads per phase. ``model``: anything ``phasescope.sweep`` takes
-    whose weights live in this process (a phasescope model dir, ``hf:DIR``, a module)."""
+    whose weights live in this process (a phasescope model dir, ``hf:DIR``, a module).
+    ``component="kv-entries"``: the units are (layer, KV head) of the compressed layers, each
+    removed by hiding its entries (``inspect.kv_heads``); only mode "zero" applies."""
     from phasescope.api import resolve_model
 
     if mode not in MODES:
         raise InputError(f"mode={mode!r} is invalid; allowed: {', '.join(MODES)}")
+    if component not in COMPONENTS:
+        raise InputError(f"component={component!r} is invalid; allowed: {', '.join(COMPONENTS)}")
+    if component == "kv-entries" and mode != "zero":
+        raise InputError(
+            f"mode={mode!r} does not apply to component kv-entries: a KV head's entries are hidden (mode zero); "
+            "mean and resample replace a query head's output"
+        )
     if mode == "resample" and samples < 2:
         raise InputError("mode resample takes each head's output from another content: use samples >= 2")
     loaded = resolve_model(model, options)
-    sites = head_sites(loaded.module)
-    layer_list = list(range(len(sites))) if layers is None else [int(v) for v in layers]
-    check_heads(sites, [(layer, 0) for layer in layer_list])  # refuses a bad layer before any sweep
-    heads = [(layer, h) for layer in layer_list for h in range(sites[layer].n_heads)]
+    heads = _units(loaded.module, component, layers)
     if not 1 <= top_k < len(heads):
         raise InputError(f"top_k={top_k} is invalid; allowed: 1 .. {len(heads) - 1} (fewer than the heads ablated)")
     kwargs = dict(offsets=list(offsets), samples=samples, seed=seed, **sweep_options)
@@ -267,7 +282,7 @@ def ablation_matrix(
         kwargs.update(prefix_reuse=False, batch_size=samples)
     elif batch_size is not None:
         kwargs["batch_size"] = batch_size
-    paired = PairedSweep(loaded, probe, kwargs, mode, samples)
+    paired = PairedSweep(loaded, probe, kwargs, mode, samples, component=component)
     base_records = paired.baseline()
     phases = np.array([r["phase"] for r in base_records])
     contents = np.array([r["content_id"] for r in base_records])
@@ -284,6 +299,7 @@ def ablation_matrix(
     return {
         "model": loaded.description,
         "probe": probe,
+        "component": component,
         "mode": mode,
         "step": step,
         "offsets": list(offsets),
@@ -300,6 +316,20 @@ def ablation_matrix(
         "labels, Holm-corrected across heads; causal: top-k heads per phase chosen on half of the contents, "
         "contrast = drop(phase) − mean drop(other phases) on the other half, t interval over those contents",
     }
+
+
+def _units(module, component: str, layers) -> list[tuple[int, int]]:
+    """Every (layer, head) — or (layer, KV head) of the compressed layers — of ``layers`` (default all);
+    a bad layer is refused before any sweep."""
+    if component == "kv-entries":
+        sites = kv_sites(module)
+        layer_list = [i for i, site in enumerate(sites) if site is not None] if layers is None else list(layers)
+        check_kv_heads(sites, [(int(layer), 0) for layer in layer_list])
+    else:
+        sites = head_sites(module)
+        layer_list = list(range(len(sites))) if layers is None else list(layers)
+        check_heads(sites, [(int(layer), 0) for layer in layer_list])
+    return [(int(layer), h) for layer in layer_list for h in range(sites[int(layer)].n_heads)]
 
 
 def _progress(items: list, enabled: bool, description: str):
