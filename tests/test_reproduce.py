@@ -308,3 +308,142 @@ def test_every_shipped_checkpoint_is_what_its_manifest_command_trains():
         assert saved.to_dict() | same == expected.to_dict() | same, directory.name
         checked += 1
     assert checked >= 40
+
+
+# --- the rest of the study (issue #23): reproduce/extended.py on planted rows ---
+
+
+def gap_rows(recipe, gaps, accuracy=0.6, period=4, step=4, learned=True):
+    return [
+        seed_row(recipe, s, step=step, period=period, gap_pp=g, mean_accuracy=accuracy, learned=learned)
+        for s, g in enumerate(gaps)
+    ]
+
+
+def test_post_training_narrowing_is_judged_paired_over_seeds():
+    from phasescope.reproduce.extended import post_training
+
+    before = gap_rows("tiny-s4", [10.0, 12.0, 11.0])
+    narrowed = post_training(before + gap_rows("tiny-s4-post", [5.0, 6.5, 5.5]), "tiny-s4-post", "tiny-s4")
+    assert narrowed["verdict"] == "reproduced" and narrowed["delta_gap_ci_pp"][1] < 0
+    assert [p["delta_gap_pp"] for p in narrowed["per_seed"]] == [-5.0, -5.5, -5.5]
+    wider = post_training(before + gap_rows("tiny-s4-post", [12.0, 13.0, 12.5]), "tiny-s4-post", "tiny-s4")
+    assert wider["verdict"] == "not reproduced"
+    lost_period = post_training(before + gap_rows("tiny-s4-post", [5.0, 6.5, 5.5], period=8), "tiny-s4-post", "tiny-s4")
+    assert lost_period["verdict"] == "not reproduced" and "period" in lost_period["why"]
+    two = post_training(before + gap_rows("tiny-s4-post", [5.0, 6.5]), "tiny-s4-post", "tiny-s4")
+    assert two["verdict"] == "inconclusive" and two["paired_seeds"] == 2
+
+
+def test_post_training_narrowing_that_only_comes_from_the_ceiling_does_not_count():
+    from phasescope.reproduce.extended import post_training
+
+    before = gap_rows("tiny-s4", [10.0, 12.0, 11.0], accuracy=0.6)  # 40 pp of headroom
+    # gaps halve while the headroom shrinks to a tenth: per pp of headroom the gap grew
+    ceiling = post_training(
+        before + gap_rows("tiny-s4-post", [5.0, 6.0, 5.5], accuracy=0.94), "tiny-s4-post", "tiny-s4"
+    )
+    assert ceiling["verdict"] == "inconclusive" and "ceiling" in ceiling["why"]
+    assert ceiling["delta_headroom_gap"] > 0
+
+
+def test_theory_predictions_are_confirmed_refuted_or_inconclusive():
+    from phasescope.reproduce.extended import theory
+
+    base = gap_rows("tiny-s4", [10.0, 12.0, 11.0])
+    confirmed = theory(base + gap_rows("tiny-s2", [2.0, 3.0, 2.5], step=2, period=2))["T1"]
+    assert confirmed["verdict"] == "confirmed" and confirmed["ci_pp"][1] < 0
+    refuted = theory(base + gap_rows("tiny-s2", [20.0, 25.0, 22.0], step=2, period=2))["T1"]
+    assert refuted["verdict"] == "refuted" and refuted["diff_pp"] > 0
+    noisy = theory(base + gap_rows("tiny-s4-d64", [1.0, 20.0, 9.0]))["T2"]
+    assert noisy["verdict"] == "inconclusive" and noisy["diff_pp"] < 0
+    unlearned = theory(base + gap_rows("tiny-s4-d64", [1.0, 2.0, 1.5], learned=False))["T2"]
+    assert unlearned["verdict"] == "inconclusive"  # a model that did not learn never decides a prediction
+
+
+def test_step_two_period_and_gap_verdicts():
+    from phasescope.reproduce.extended import period_verdict, step2_gap
+
+    rows = gap_rows("tiny-v4.1", [3.0, 4.0, 3.5], step=2, period=2)
+    rows += gap_rows("hf-deepseek-v4-tiny-s2", [20.0, 22.0, 21.0], step=2, period=2)
+    rows += gap_rows("tiny-s4-channel", [8.0, 9.0, 10.0]) + gap_rows("hf-deepseek-v4-tiny", [56.0, 60.0, 59.0])
+    assert period_verdict(rows, ("tiny-v4.1", "hf-deepseek-v4-tiny-s2"), "x")["verdict"] == "reproduced"
+    assert step2_gap(rows)["verdict"] == "smaller"
+    rows[0] = {**rows[0], "period": 4}  # one seed of tiny-v4.1 periodic at 4, not 2
+    assert period_verdict(rows, ("tiny-v4.1", "hf-deepseek-v4-tiny-s2"), "x")["verdict"] == "inconclusive"
+
+
+def planted_ablation(specialist_phase=None):
+    """An ablation.json-like result: 2 layers x 4 KV heads; with ``specialist_phase`` layer 0's KV
+    head 1 alone costs that phase 40 pp, and the held-out contrast for it is significant."""
+    heads = []
+    for layer in (0, 1):
+        for h in range(4):
+            special = specialist_phase is not None and (layer, h) == (0, 1)
+            change = [-0.4 if special and p == specialist_phase else -0.02 for p in range(4)]
+            heads.append(
+                {
+                    "layer": layer,
+                    "head": h,
+                    "accuracy": {
+                        "change_by_phase": [{"phase": p, "mean": c} for p, c in enumerate(change)],
+                        "index": 0.38 if special else 0.0,
+                        "preferred_phase": specialist_phase if special else 0,
+                        "p_holm": 0.01 if special else 1.0,
+                        "specialized": special,
+                    },
+                }
+            )
+    causal = [
+        {
+            "phase": p,
+            "heads": [[0, 1]],
+            "contrast": 0.35 if p == specialist_phase else 0.01,
+            "ci_low": 0.25 if p == specialist_phase else -0.05,
+            "ci_high": 0.45 if p == specialist_phase else 0.07,
+            "p_holm": 0.001 if p == specialist_phase else 0.8,
+        }
+        for p in range(4)
+    ]
+    return {"heads": heads, "causal": causal}
+
+
+def test_kv_specialization_needs_a_significant_held_out_contrast_on_every_learned_seed():
+    from phasescope.reproduce.extended import kv_specialization, stagger_own_phases
+    from phasescope.reproduce.kv_ablation import summarise
+
+    found, null = summarise(planted_ablation(2)), summarise(planted_ablation(None))
+    assert found["specialized"] and not null["specialized"]
+    assert found["heads"][1]["mean_drop_pp"] == 11.5 and found["heads"][1]["preferred_phase"] == 2
+    rows = [seed_row("tiny-s4-stagger", s, kv=found) for s in range(3)]
+    rows += [seed_row("tiny-s4-kv4", s, kv=found if s else null) for s in range(3)]
+    verdict = kv_specialization(rows, ["tiny-s4-kv4", "tiny-s4-stagger"])
+    assert verdict["entries"]["tiny-s4-stagger"]["verdict"] == "reproduced"
+    assert verdict["entries"]["tiny-s4-kv4"]["verdict"] == "inconclusive"  # 2 of 3 seeds
+    assert verdict["verdict"] == "reproduced"  # the division of labour exists in one recipe
+    # KV head 1 (align 1): its own easy phases are 2 and 3; it prefers 2 on all 3 seeds
+    own = stagger_own_phases(rows)
+    assert (own["count"], own["of"]) == (3, 3) and own["heads"][0]["easy_phases"] == [2, 3]
+    nulls = [seed_row("tiny-s4-stagger", s, kv=null) for s in range(3)]
+    assert kv_specialization(nulls, ["tiny-s4-stagger"])["verdict"] == "not reproduced"
+
+
+def test_retrain_starts_the_new_recipes_from_the_runs_they_need(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from phasescope.reproduce import run as reproduce_run
+
+    launched = fake_training(monkeypatch)
+    matrix = (
+        Entry("hf-deepseek-v4-tiny-post", hf=True, post_of="hf-deepseek-v4-tiny"),
+        Entry("tiny-s4-long"),
+        Entry("hf-deepseek-v4-tiny", hf=True),
+        Entry("tiny-full-v64", swept=False),
+    )
+    reproduce_run.train_matrix(tmp_path, matrix, seeds=1, jobs=1, console=Console(quiet=True))
+    names = [a[a.index("--out") + 1].split("/")[-1] for a in launched]
+    assert names.index("hf-deepseek-v4-tiny-post-s0") > names.index("hf-deepseek-v4-tiny-s0")
+    assert names.index("tiny-s4-long-s0") > names.index("tiny-full-v64-s0")
+    post = launched[names.index("hf-deepseek-v4-tiny-post-s0")]
+    assert f"init_from={tmp_path / 'hf-deepseek-v4-tiny-s0'}" in post
+    assert f"init_from={tmp_path / 'tiny-full-v64-s0'}" in launched[names.index("tiny-s4-long-s0")]

@@ -163,6 +163,33 @@ def test_hf_deepseek_v4_trains_and_loads_with_transformers(tmp_path):
     assert metrics["step"] == 4 and metrics["n_records"] == 48
 
 
+def test_hf_deepseek_v4_post_training_starts_from_the_shipped_transformers_model(tmp_path):
+    """init_from for transformers' DeepseekV4 (issue #23): every weight of the source, as saved."""
+    from transformers import AutoModelForCausalLM
+
+    from phasescope.errors import InputError
+    from phasescope.reproduce.matrix import DEMO
+    from phasescope.train.models import build_model
+
+    cfg = apply_overrides(get_recipe("hf-deepseek-v4-tiny-post"), ["steps=1", "eval_batches=1", "batch_size=8"])
+    model = build_model(cfg, compressed=True, seed=0)
+    from phasescope.train.init import init_weights, resolve_init
+
+    source = resolve_init(cfg.init_from, 0, cfg.arch)
+    assert source == DEMO / "deepseek-v4-tiny"
+    record = init_weights(model, source)
+    reference = AutoModelForCausalLM.from_pretrained(source).state_dict()
+    mine = model.hf.state_dict()
+    assert mine.keys() == reference.keys() and all(torch.equal(mine[k], reference[k]) for k in mine)
+    assert record["kept_init"] == [] and len(record["sha256"]) == 64
+    result = train(cfg, tmp_path / "run", progress=False)  # one step at lr 3e-5 (warm-up): still the V4 model
+    assert result["eval_accuracy"] > 0.5
+    with pytest.raises(InputError, match="compress_rates"):  # a step-4 model cannot start a step-2 run
+        init_weights(build_model(get_recipe("hf-deepseek-v4-tiny-s2"), compressed=True, seed=0), source)
+    with pytest.raises(InputError, match="not a transformers model directory"):
+        resolve_init(str(tmp_path), 0, "hf-deepseek-v4")
+
+
 def test_qwen3_recipe_estimate_builds_and_runs_a_step():
     from phasescope.train.estimate import estimate
 

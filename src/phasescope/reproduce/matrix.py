@@ -9,6 +9,10 @@ Claims (the study's from-scratch results):
 * ``same_window`` the effect persists when key and value fall in the same compression window
 * ``window``   a larger window at a fixed step keeps the period at the step
 
+The rest of the study (issue #23; judged in reproduce/extended.py under rules fixed before the runs,
+docs/reproduction.md): post-training narrows the gap, step 2 makes the period 2, KV-head
+specialization, two predictions of the gradient-flow theory, and the period in 1,024-token rows.
+
 Mitigations (equal step, judged by gap and mean accuracy): overlapping windows (w = 2s), per-head
 stagger (against 4 KV heads without it), a larger raw window, random alignment in training, and
 the test-time phase ensemble.
@@ -48,6 +52,11 @@ class Entry:
     ensemble: bool = False  # also swept with the test-time phase ensemble
     max_seeds: int | None = None  # shown on fewer seeds (not judged: nothing to pool)
     baseline: str = "tiny-s4"  # a mitigation is compared with this recipe (same KV-cache bytes)
+    post_of: str | None = None  # a post-trained model: swept on this base recipe's task, paired with it by seed
+    samples: int | None = None  # contents per sweep, when not the reproduction's --samples
+    kv_ablation: bool = False  # also ablated one KV head's entries at a time (inspect/kv_heads.py)
+    swept: bool = True  # False: only trained by --retrain (a warm start other recipes begin from)
+    preferences: bool = True  # counted in the learned-pooling-weights reading (issue #12)
 
 
 MATRIX = (
@@ -66,8 +75,17 @@ MATRIX = (
     Entry("tiny-s4-L16", mitigation="(c) larger raw window L = 16"),
     Entry("tiny-s4-random-align", mitigation="(d) random alignment in training"),
     # the 4-KV-head pair has 4x tiny-s4's KV bytes and half its schedule: compared only with each other
-    Entry("tiny-s4-kv4", mitigation="4 KV heads (stagger's baseline)", baseline="tiny-s4-kv4"),
-    Entry("tiny-s4-stagger", mitigation="(b) stagger, 4 KV heads", baseline="tiny-s4-kv4"),
+    Entry("tiny-s4-kv4", mitigation="4 KV heads (stagger's baseline)", baseline="tiny-s4-kv4", kv_ablation=True),
+    Entry("tiny-s4-stagger", mitigation="(b) stagger, 4 KV heads", baseline="tiny-s4-kv4", kv_ablation=True),
+    # issue #23 (after their sources: --retrain starts each from the run it needs)
+    Entry("tiny-s4-post", post_of="tiny-s4", preferences=False),
+    Entry("hf-deepseek-v4-tiny-post", hf=True, post_of="hf-deepseek-v4-tiny", preferences=False),
+    Entry("tiny-v4.1", preferences=False),  # step 2 (rule B)
+    Entry("hf-deepseek-v4-tiny-s2", hf=True, preferences=False),
+    Entry("tiny-s2", preferences=False),  # theory T1
+    Entry("tiny-s4-d64", preferences=False),  # theory T2
+    Entry("tiny-full-v64", swept=False),  # the long recipe's warm start
+    Entry("tiny-s4-long", samples=128, preferences=False),  # rule E
 )
 
 

@@ -206,10 +206,12 @@ def write_compare(out: Path, rows: list[dict]) -> str | None:
     return str(write(runs, out / "compare").relative_to(out))
 
 
-def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings: dict) -> Path:
+def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings: dict, extended=None) -> Path:
+    from phasescope.reproduce.extended_results import extended_section
+
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "results.csv", rows)
-    (out / "verdicts.json").write_text(json.dumps(verdicts, indent=1))
+    (out / "verdicts.json").write_text(json.dumps({**verdicts, "issue_23": extended}, indent=1))
     figures = write_figures(out, rows)
     compare = write_compare(out, rows)
     lines = [
@@ -226,6 +228,7 @@ def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings:
         "max − min phase effects; seed spread is mean ± sd over seeds.",
         "",
         *verdict_section(verdicts),
+        *(extended_section(extended) if extended else []),
         "## Mitigations (s = 4, same cache entries per token)",
         "",
         "Each mitigation is compared with its own baseline at equal KV-cache bytes: `tiny-s4` (one KV head), "

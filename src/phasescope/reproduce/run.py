@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.reproduce.matrix import ASSETS, MATRIX, Entry, checkpoint_dir, final_eval, learned
+from phasescope.reproduce.matrix import ASSETS, LEARNED_BAND, MATRIX, Entry, checkpoint_dir, final_eval, learned
 from phasescope.runfiles import read_json
 
 OFFSETS = range(24)  # 4 periods of s = 6, 3 of s = 8
@@ -53,6 +53,8 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
     geo = geometry(model_dir, entry)
     spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
     step = geo["step"] or FULL_ATTENTION_STEP
+    samples = entry.samples or samples
+    task = probe_task(entry)
     phasescope.sweep(
         spec,
         step=step,
@@ -60,9 +62,13 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
         offsets=OFFSETS,
         kv_gaps=kv_gaps,
         phase_ensemble=ensemble,
+        task=task,
         out=run_dir,
         command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:24 "
-        f"--kv-gaps {','.join(map(str, kv_gaps))}" + (" --phase-ensemble" if ensemble else "") + f" --out {run_dir}",
+        f"--kv-gaps {','.join(map(str, kv_gaps))}"
+        + (" --phase-ensemble" if ensemble else "")
+        + f" --out {run_dir}"
+        + (f"  # Python API only: task=get_recipe({entry.post_of!r}).task" if entry.post_of else ""),
     )
     metrics = phasescope.analyze(run_dir, n_resamples=resamples)
     result = row(entry, seed, model_dir, geo, step, metrics, run_dir, variant)
@@ -72,8 +78,22 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
     return result
 
 
+def probe_task(entry: Entry):
+    """The task a model is swept on: its own (None: read from its directory), except that a
+    post-trained model is swept on its base recipe's task, so before and after share one probe."""
+    if entry.post_of is None:
+        return None
+    from phasescope.train.recipes import get_recipe
+
+    return get_recipe(entry.post_of).task
+
+
 def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict, run_dir: Path, variant: str):
     evaluation = final_eval(model_dir)
+    if entry.post_of:  # its held-out evaluation is on the post-training rows: judged on the base task's sweep
+        has_learned = LEARNED_BAND[0] <= m["overall_accuracy"] <= LEARNED_BAND[1]
+    else:
+        has_learned = learned(evaluation)
     return {
         "recipe": entry.recipe,
         "seed": seed,
@@ -84,7 +104,7 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict,
         "pooler": geo["pooler"],
         "rope": geo["rope"],
         "eval_accuracy": None if evaluation is None else evaluation["eval_accuracy"],
-        "learned": learned(evaluation),
+        "learned": has_learned,
         "mean_accuracy": m["overall_accuracy"],
         "gap_pp": m["gap_pp"],
         "gap_ci_pp": m["gap_ci_pp"],
@@ -137,7 +157,7 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
     from rich.progress import track
 
     rows = []
-    planned = available(root, matrix, seeds)
+    planned = available(root, [e for e in matrix if e.swept], seeds)
     missing = [f"{e.recipe}-s{s}" for e, s, p in planned if p is None]
     if len(missing) == len(planned):
         raise InputError(
@@ -152,7 +172,12 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
             rows.append({"recipe": entry.recipe, "seed": seed, "variant": "plain", "learned": False, "missing": True})
             continue
         variants = ["plain"] + ["kv-gaps"] * entry.same_window + ["phase-ensemble"] * entry.ensemble
-        rows += [sweep_one(entry, seed, model_dir, out, v, samples, resamples) for v in variants]
+        swept = [sweep_one(entry, seed, model_dir, out, v, samples, resamples) for v in variants]
+        if entry.kv_ablation:
+            from phasescope.reproduce.kv_ablation import kv_ablation
+
+            swept[0]["kv"] = kv_ablation(entry, seed, model_dir, out)
+        rows += swept
     return rows
 
 
@@ -243,6 +268,7 @@ def run_reproduce(
 ) -> dict:
     from rich.console import Console
 
+    from phasescope.reproduce.extended import judge_extended
     from phasescope.reproduce.preferences import add_preference_rhos
     from phasescope.reproduce.results import write_results
     from phasescope.reproduce.verdicts import judge
@@ -255,8 +281,11 @@ def run_reproduce(
         train_matrix(root, matrix, seeds, jobs, console)
     began = time.perf_counter()
     rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples)
-    add_preference_rhos(rows)
+    with_preferences = {e.recipe for e in matrix if e.preferences}
+    add_preference_rhos([r for r in rows if r["recipe"] in with_preferences])
     verdicts = judge(rows, matrix)
-    write_results(out, rows, verdicts, matrix, {"checkpoints": str(root), "samples": samples, "seeds": seeds})
+    extended = judge_extended(rows, matrix)
+    settings = {"checkpoints": str(root), "samples": samples, "seeds": seeds}
+    write_results(out, rows, verdicts, matrix, settings, extended)
     console.print(f"swept and analyzed in {time.perf_counter() - began:.0f} s")
-    return {"rows": rows, "verdicts": verdicts}
+    return {"rows": rows, "verdicts": verdicts, "extended": extended}

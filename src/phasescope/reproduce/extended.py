@@ -1,0 +1,257 @@
+"""Verdicts for the rest of the study (issue #23), under the rules fixed before the runs
+(docs/reproduction.md, "Pre-registered rules", A-E):
+
+* ``post_training`` (A): per post-trained recipe, paired by seed with its base: Δgap with a t
+  interval over seeds below 0, period = step on every learned seed, and the headroom-normalised
+  gap gap / (100 − accuracy %) falling on average;
+* ``step2`` (B): period = step (2) with p < 0.05 on every learned seed of each step-2 recipe (the
+  period claim's test, reproduce/verdicts.py); ``step2_gap`` beside it: gap(step 2) − gap(step 4),
+  Welch over seeds;
+* ``kv_specialization`` (C): a held-out KV-head contrast > 0 with Holm p < 0.05 on every learned
+  seed; ``stagger_own_phases``: do staggered KV heads prefer the phases their own boundaries make easy;
+* ``theory`` (D): T1 gap(tiny-s2) < gap(tiny-s4), T2 gap(tiny-s4-d64) < gap(tiny-s4), Welch;
+* ``long_context`` (E): period = step on every learned seed of ``tiny-s4-long``; ``long_gap`` beside
+  it: gap(tiny-s4-long) − gap(tiny-s4), descriptive.
+
+A seed counts when its model learned and its gap was reported (a statistic the analysis withheld
+counts as no result); every verdict needs ``MIN_SEEDS`` such seeds on each side.
+"""
+
+from __future__ import annotations
+
+from phasescope.reproduce.verdicts import ALPHA, MIN_SEEDS, entry_verdict, periodic_at_step
+
+STEP2_PAIRS = (("tiny-v4.1", "tiny-s4-channel"), ("hf-deepseek-v4-tiny-s2", "hf-deepseek-v4-tiny"))
+THEORY = {
+    "T1": ("tiny-s2", "tiny-s4", "a smaller step gives a smaller gap at head dim 16 (s = 2 vs s = 4)"),
+    "T2": ("tiny-s4-d64", "tiny-s4", "more capacity gives a smaller gap at step 4 (head dim 64 vs 16)"),
+}
+LONG_PAIR = ("tiny-s4-long", "tiny-s4")
+MIN_DROP_PP = 5.0  # a KV head counts in the stagger question when its removal costs this much on average
+
+
+def plain(rows: list[dict], recipe: str) -> list[dict]:
+    return [r for r in rows if r["recipe"] == recipe and r.get("variant", "plain") == "plain" and not r.get("missing")]
+
+
+def counted(rows: list[dict], recipe: str) -> list[dict]:
+    return [r for r in plain(rows, recipe) if r.get("learned") and r.get("gap_pp") is not None]
+
+
+def _interval(summary: dict) -> list[float] | None:
+    return None if summary["ci_low"] is None else [summary["ci_low"], summary["ci_high"]]
+
+
+def post_training(rows: list[dict], recipe: str, base: str) -> dict:
+    from phasescope.analysis.intervals import t_summary
+
+    after = {r["seed"]: r for r in counted(rows, recipe)}
+    before = {r["seed"]: r for r in counted(rows, base)}
+    seeds = sorted(set(after) & set(before))
+
+    def headroom(r):  # gap per pp of headroom below 100%: stays put when a gap shrinks only by the ceiling
+        return r["gap_pp"] / max(100 - 100 * r["mean_accuracy"], 1e-9)
+
+    per_seed = [
+        {
+            "seed": s,
+            "accuracy_before": 100 * before[s]["mean_accuracy"],
+            "accuracy_after": 100 * after[s]["mean_accuracy"],
+            "gap_before_pp": before[s]["gap_pp"],
+            "gap_after_pp": after[s]["gap_pp"],
+            "gap_after_ci_pp": after[s].get("gap_ci_pp"),
+            "period_after": after[s].get("period"),
+            "period_after_p": after[s].get("period_p"),
+            "delta_gap_pp": after[s]["gap_pp"] - before[s]["gap_pp"],
+            "delta_headroom_gap": headroom(after[s]) - headroom(before[s]),
+        }
+        for s in seeds
+    ]
+    delta = t_summary([p["delta_gap_pp"] for p in per_seed])
+    headroom_delta = t_summary([p["delta_headroom_gap"] for p in per_seed])
+    periodic = [periodic_at_step(after[s]) for s in seeds]  # None: the analysis withheld its p-value
+    out = {
+        "recipe": recipe,
+        "base": base,
+        "paired_seeds": len(seeds),
+        "delta_gap_pp": delta["mean"],
+        "delta_gap_ci_pp": _interval(delta),
+        "delta_headroom_gap": headroom_delta["mean"],
+        "period_kept_seeds": sum(p is True for p in periodic),
+        "per_seed": per_seed,
+    }
+    if len(seeds) < MIN_SEEDS:
+        return out | {"verdict": "inconclusive", "why": f"{len(seeds)} seeds where both models learned (needs 3)"}
+    testable = [p for p in periodic if p is not None]
+    if delta["mean"] >= 0 or (len(testable) == len(seeds) and not any(testable)):
+        why = "the gap did not narrow (mean Δgap >= 0)" if delta["mean"] >= 0 else "period = step on no seed"
+        return out | {"verdict": "not reproduced", "why": why}
+    narrowed = delta["ci_high"] is not None and delta["ci_high"] < 0
+    kept = len(testable) == len(seeds) and all(testable)
+    if narrowed and kept and headroom_delta["mean"] < 0:
+        return out | {
+            "verdict": "reproduced",
+            "why": "Δgap interval below 0, period kept on every seed, headroom gap fell",
+        }
+    missing = [
+        text
+        for ok, text in (
+            (narrowed, "Δgap interval reaches 0"),
+            (kept, f"period = step on {sum(testable)} of {len(seeds)} seeds ({len(testable)} testable)"),
+            (headroom_delta["mean"] < 0, "the headroom-normalised gap did not fall (a ceiling effect)"),
+        )
+        if not ok
+    ]
+    return out | {"verdict": "inconclusive", "why": "; ".join(missing)}
+
+
+def welch(rows: list[dict], recipe: str, other: str) -> dict:
+    from phasescope.analysis.intervals import welch_difference
+
+    a, b = counted(rows, recipe), counted(rows, other)
+    d = welch_difference([r["gap_pp"] for r in a], [r["gap_pp"] for r in b])
+    return {
+        "recipe": recipe,
+        "versus": other,
+        "seeds": [len(a), len(b)],
+        "gap_pp": [r["gap_pp"] for r in a],
+        "versus_gap_pp": [r["gap_pp"] for r in b],
+        "diff_pp": d["diff"],
+        "ci_pp": None if d["ci_low"] is None else [d["ci_low"], d["ci_high"]],
+        "p": d["p_value"],
+        "enough_seeds": len(a) >= MIN_SEEDS and len(b) >= MIN_SEEDS,
+    }
+
+
+def step2_gap(rows: list[dict]) -> dict:
+    pairs = [welch(rows, a, b) for a, b in STEP2_PAIRS]
+    if not all(p["enough_seeds"] and p["ci_pp"] is not None for p in pairs):
+        verdict = "inconclusive"
+    elif all(p["ci_pp"][1] < 0 for p in pairs):
+        verdict = "smaller"
+    elif any(p["ci_pp"][0] > 0 for p in pairs):
+        verdict = "larger"
+    else:
+        verdict = "inconclusive"
+    return {"verdict": verdict, "pairs": pairs}
+
+
+def theory(rows: list[dict]) -> dict:
+    out = {}
+    for name, (recipe, other, text) in THEORY.items():
+        w = welch(rows, recipe, other)
+        if not w["enough_seeds"] or w["diff_pp"] is None:
+            verdict = "inconclusive"
+        elif w["diff_pp"] >= 0:
+            verdict = "refuted"
+        elif w["ci_pp"] is not None and w["ci_pp"][1] < 0:
+            verdict = "confirmed"
+        else:
+            verdict = "inconclusive"
+        out[name] = {"prediction": text, "verdict": verdict, **w}
+    return out
+
+
+def kv_specialization(rows: list[dict], recipes: list[str]) -> dict:
+    entries = {}
+    for recipe in recipes:
+        seeds = [r for r in plain(rows, recipe) if r.get("learned") and r.get("kv") is not None]
+        hits = [r["kv"]["specialized"] for r in seeds]
+        if len(seeds) < MIN_SEEDS:
+            verdict = "inconclusive"
+        elif all(hits):
+            verdict = "reproduced"
+        elif not any(hits):
+            verdict = "not reproduced"
+        else:
+            verdict = "inconclusive"
+        entries[recipe] = {
+            "verdict": verdict,
+            "learned_seeds": len(seeds),
+            "specialized_seeds": sum(hits),
+            "per_seed": [{"seed": r["seed"], **r["kv"]} for r in seeds],
+        }
+    verdicts = [e["verdict"] for e in entries.values()]
+    if any(v == "reproduced" for v in verdicts):
+        overall = "reproduced"
+    elif verdicts and all(v == "not reproduced" for v in verdicts):
+        overall = "not reproduced"
+    else:
+        overall = "inconclusive"
+    return {"verdict": overall, "entries": entries}
+
+
+def stagger_own_phases(rows: list[dict], recipe: str = "tiny-s4-stagger") -> dict:
+    """KV head j of a staggered model (4 KV heads, step s) compresses with align j*s/4; the phases
+    its boundaries make easy are its own window phases 1 and 2 (the unstaggered model's best)."""
+    from scipy.stats import binomtest
+
+    heads = []
+    for r in plain(rows, recipe):
+        if not (r.get("learned") and r.get("kv")):
+            continue
+        step = r["step"]
+        n_kv = 1 + max(h["kv_head"] for h in r["kv"]["heads"])
+        for h in r["kv"]["heads"]:
+            if h["mean_drop_pp"] is None or h["mean_drop_pp"] < MIN_DROP_PP or h["preferred_phase"] is None:
+                continue
+            align = h["kv_head"] * step // n_kv
+            easy = sorted({(align + 1) % step, (align + 2) % step})
+            heads.append(
+                {
+                    "seed": r["seed"],
+                    **h,
+                    "align": align,
+                    "easy_phases": easy,
+                    "prefers_easy": h["preferred_phase"] in easy,
+                }
+            )
+    k, n = sum(h["prefers_easy"] for h in heads), len(heads)
+    p = binomtest(k, n, 0.5, alternative="greater").pvalue if n else None
+    if n == 0:
+        answer = "inconclusive"
+    elif p < ALPHA:
+        answer = "yes"
+    elif k <= n / 2:
+        answer = "no"
+    else:
+        answer = "inconclusive"
+    return {"answer": answer, "count": k, "of": n, "p": p, "heads": heads}
+
+
+def period_verdict(rows: list[dict], recipes: tuple[str, ...], claim: str) -> dict:
+    """The period claim's test (period = step, p < alpha on every learned seed) for each recipe;
+    reproduced when every recipe is, not reproduced when any is not."""
+    entries = {
+        r: entry_verdict([x for x in rows if x["recipe"] == r and x.get("variant", "plain") == "plain"], "period")
+        for r in recipes
+    }
+    verdicts = [e["verdict"] for e in entries.values()]
+    if all(v == "reproduced" for v in verdicts):
+        overall = "reproduced"
+    elif any(v == "not reproduced" for v in verdicts):
+        overall = "not reproduced"
+    else:
+        overall = "inconclusive"
+    return {"claim": claim, "verdict": overall, "entries": entries}
+
+
+def judge_extended(rows: list[dict], matrix) -> dict:
+    post = {e.recipe: post_training(rows, e.recipe, e.post_of) for e in matrix if e.post_of}
+    post_verdicts = [v["verdict"] for v in post.values()]
+    if post_verdicts and all(v == "reproduced" for v in post_verdicts):
+        post_overall = "reproduced"
+    elif any(v == "not reproduced" for v in post_verdicts):
+        post_overall = "not reproduced"
+    else:
+        post_overall = "inconclusive"
+    return {
+        "post_training": {"verdict": post_overall, "entries": post},
+        "step2": period_verdict(rows, tuple(a for a, _ in STEP2_PAIRS), "a step-2 compressor makes the period 2"),
+        "step2_gap": step2_gap(rows),
+        "kv_specialization": kv_specialization(rows, [e.recipe for e in matrix if e.kv_ablation]),
+        "stagger_own_phases": stagger_own_phases(rows),
+        "theory": theory(rows),
+        "long_context": period_verdict(rows, LONG_PAIR[:1], "in 1,024-token rows with 64 pairs the period is the step"),
+        "long_gap": welch(rows, *LONG_PAIR),
+    }

@@ -1,0 +1,116 @@
+"""RESULTS.md's section on the rest of the study (issue #23): the verdicts of reproduce/extended.py
+with the numbers that decide them."""
+
+from __future__ import annotations
+
+
+def _f(value, spec: str = ".1f") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_f(v, spec) for v in value) + "]"
+    return format(value, spec) if isinstance(value, float) else str(value)
+
+
+def _pp(value, ci=None, signed: bool = True) -> str:
+    spec = "+.1f" if signed else ".1f"
+    text = _f(value, spec)
+    return text if ci is None else f"{text} {_f(ci, spec)}"
+
+
+def post_lines(post: dict) -> list[str]:
+    lines = [f"### post-training: **{post['verdict']}**", "_post-training narrows the gap and keeps the period_", ""]
+    for recipe, e in post["entries"].items():
+        lines.append(
+            f"* `{recipe}` (from `{e['base']}`): {e['verdict']} — {e['why']}; Δgap "
+            f"{_pp(e['delta_gap_pp'], e['delta_gap_ci_pp'])} pp (t interval over {e['paired_seeds']} paired seeds); "
+            f"period = step on {e['period_kept_seeds']} of {e['paired_seeds']}; headroom-normalised gap change "
+            f"{_f(e['delta_headroom_gap'], '+.3f')}"
+        )
+        lines.append("")
+        lines.append("  | seed | accuracy before → after % | gap before → after pp | Δgap pp | period after (p) |")
+        lines.append("  | --- | --- | --- | --- | --- |")
+        for p in e["per_seed"]:
+            lines.append(
+                f"  | {p['seed']} | {p['accuracy_before']:.1f} → {p['accuracy_after']:.1f} | "
+                f"{p['gap_before_pp']:.1f} → {p['gap_after_pp']:.1f} {_f(p['gap_after_ci_pp'])} | "
+                f"{p['delta_gap_pp']:+.1f} | {_f(p['period_after'])} ({_f(p['period_after_p'], '.3g')}) |"
+            )
+        lines.append("")
+    return lines
+
+
+def welch_line(w: dict) -> str:
+    return (
+        f"`{w['recipe']}` {_f(w['gap_pp'])} pp vs `{w['versus']}` {_f(w['versus_gap_pp'])} pp: difference "
+        f"{_pp(w['diff_pp'], w['ci_pp'])} pp (Welch over {w['seeds'][0]} and {w['seeds'][1]} learned seeds, "
+        f"p {_f(w['p'], '.2g')})"
+    )
+
+
+def kv_lines(kv: dict, own: dict) -> list[str]:
+    lines = [
+        f"### KV-head specialization: **{kv['verdict']}**",
+        "_different KV heads serve different phases (held-out contrast > 0, Holm p < 0.05, on every learned seed)_",
+        "",
+    ]
+    for recipe, e in kv["entries"].items():
+        lines.append(
+            f"* `{recipe}`: {e['verdict']} — specialized on {e['specialized_seeds']} of {e['learned_seeds']} "
+            "learned seeds"
+        )
+        for seed in e["per_seed"]:
+            contrasts = "; ".join(
+                f"phase {c['phase']}: L{c['kv_heads'][0][0]}KV{c['kv_heads'][0][1]} "
+                f"{_pp(c['contrast_pp'], c['ci_pp'])} (Holm {_f(c['p_holm'], '.2g')})"
+                for c in seed["causal"]
+            )
+            flagged = [f"L{h['layer']}KV{h['kv_head']}" for h in seed["heads"] if h["specialized"]]
+            lines.append(
+                f"  * seed {seed['seed']}: held-out {contrasts}; KV heads passing Holm on the index: "
+                f"{', '.join(flagged) or 'none'}"
+            )
+    lines += [
+        "",
+        f"Stagger: do staggered KV heads prefer the phases their own boundaries make easy? **{own['answer']}** — "
+        f"{own['count']} of {own['of']} KV heads whose removal costs >= 5 pp prefer one of their own easy phases "
+        f"(one-sided binomial p {_f(own['p'], '.2g')} against 1/2).",
+        "",
+    ]
+    return lines
+
+
+def period_lines(v: dict) -> list[str]:
+    lines = [f"_{v['claim']}_", ""]
+    for recipe, e in v["entries"].items():
+        lines.append(
+            f"* `{recipe}`: {e['verdict']} — {e['why']}; gap {e['gap_pp']} pp; mean accuracy {e['mean_accuracy']}%; "
+            f"detected periods {e['period']}"
+        )
+    return lines + [""]
+
+
+def extended_section(ext: dict) -> list[str]:
+    lines = [
+        "## The rest of the study (issue #23)",
+        "",
+        'Rules fixed before the runs: docs/reproduction.md, "Pre-registered rules" (A-E).',
+        "",
+        *post_lines(ext["post_training"]),
+        f"### step 2: **{ext['step2']['verdict']}**",
+        *period_lines(ext["step2"]),
+        f"Step-2 gap next to step 4: **{ext['step2_gap']['verdict']}**",
+        "",
+        *[f"* {welch_line(w)}" for w in ext["step2_gap"]["pairs"]],
+        "",
+        *kv_lines(ext["kv_specialization"], ext["stagger_own_phases"]),
+        "### Predictions of the gradient-flow theory",
+        "",
+        *[f"* **{name}: {t['verdict']}** — {t['prediction']}: {welch_line(t)}" for name, t in ext["theory"].items()],
+        "",
+        f"### long context: **{ext['long_context']['verdict']}**",
+        *period_lines(ext["long_context"]),
+        f"* {welch_line(ext['long_gap'])}",
+        "",
+    ]
+    return lines
