@@ -165,12 +165,18 @@ def test_a_bidirectional_model_is_refused(tmp_path):
 
 # 7. a pad unit that merges with its neighbours
 class NeighbourChangingTokenizer:
-    """One token per character, except that ")" becomes another token when two dots follow it:
-    padding "." before ".clamp" adds exactly one token per repeat, yet changes the token before
-    the padding (the count check alone accepted this)."""
+    """One token per character, except that ")" becomes another token when a dot, space or
+    newline follows it other than ".c": every padding before ".clamp" changes the token before
+    it -- runs of "." even add exactly one token per repeat (the count check alone accepted this)."""
 
     def encode(self, text, add_special_tokens=False):
-        return [1000 if c == ")" and text[i + 1 : i + 3] == ".." else ord(c) for i, c in enumerate(text)]
+        def changed(i: int) -> bool:
+            return text[i] == ")" and text[i + 1 : i + 2] in (".", " ", "\n") and text[i + 1 : i + 3] != ".c"
+
+        return [1000 if changed(i) else ord(c) for i, c in enumerate(text)]
+
+    def decode(self, ids):
+        return "".join(")" if i == 1000 else chr(i) for i in ids)
 
 
 def test_a_pad_unit_that_changes_the_token_before_it_is_refused():
@@ -180,7 +186,7 @@ def test_a_pad_unit_that_changes_the_token_before_it_is_refused():
     probe = PaddingCompletionProbe(NeighbourChangingTokenizer(), spec)
     before, after = spec.prompt.split("{pad}")
     assert len(probe._ids(before + "..." + after)) == len(probe._ids(before + after)) + 3  # the count check passes
-    with pytest.raises(ProbeError, match="without changing its neighbours"):
+    with pytest.raises(ProbeError, match="without changing the text around it"):
         probe.items(list(range(24)), 1, np.random.default_rng(0))
 
 

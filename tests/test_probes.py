@@ -81,20 +81,20 @@ def test_padding_completion_samples_distinct_token_exact_contents_with_a_local_b
     tok = _bpe_tokenizer()
     probe = PaddingCompletionProbe(tok)
     groups = _by_content(probe.items(OFFSETS, 12, np.random.default_rng(0)))
-    assert sorted(groups) == list(range(12)) and len(probe.contents) == len(probe.units) == 12
+    assert sorted(groups) == list(range(12)) and len(probe.contents) == len(probe.placements) == 12
     assert len({spec.prompt for spec in probe.contents}) == 12, "12 distinct contents"
     assert {spec.name.split("/")[0] for spec in probe.contents} == {p.name for p in PROMPTS}, "every function"
     for c, group in groups.items():
-        spec, unit = probe.contents[c], probe.units[c]
-        base = group[0].answer_pos
+        spec, placed = probe.contents[c], probe.placements[c]
         for item in group:
-            assert item.anchor_pos == item.answer_pos == base + item.offset == len(item.input_ids)
+            assert item.anchor_pos == item.answer_pos == placed.base + item.offset == len(item.input_ids)
             assert set(item.candidates) == {"right", "wrong"} and item.target == "right"
-            # the ids are exactly the prompt with n = offset pad units, as the tokenizer reads it
-            assert tok.decode(item.input_ids) == spec.prompt.replace("{pad}", unit * item.offset)
+            # the ids are the prompt with the recorded padding, as the tokenizer reads it
+            padding = item.padding
+            assert tok.decode(item.input_ids) == spec.prompt.replace("{pad}", padding["text"])
             assert tok.encode(tok.decode(item.input_ids)).ids == item.input_ids
-        assert len(tok.encode(unit * 5).ids) == 5
-    assert probe.spec()["contents"][0]["pad_unit_used"] == probe.units[0]
+            assert padding["units"] == padding["text"].count("=") and padding["chars"] == len(padding["text"])
+    assert probe.spec()["contents"][0]["answer_pos_at_offset_0"] == probe.placements[0].base
 
 
 def test_padding_completion_contents_are_deterministic_given_the_seed():
@@ -121,19 +121,29 @@ def test_the_study_prompt_is_one_of_the_built_in_contents():
 
 
 class MergingTokenizer:
-    """Merges any run of '=' and spaces into one token: no '=' pad unit can work."""
+    """Merges any run of '=', spaces and newlines into one token: no padding of '=' next to a
+    newline can lengthen the prompt."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
 
     def encode(self, text, add_special_tokens=False):
-        return [hash(piece) % 1000 for piece in re.findall(r"[= ]+|\w+|[^\w= ]", text)]
+        pieces = re.findall(r"[=\s]+|\w+|[^\w=\s]", text)
+        return [self.vocab.setdefault(piece, len(self.vocab)) for piece in pieces]
+
+    def decode(self, ids, skip_special_tokens=False):
+        inverse = {i: piece for piece, i in self.vocab.items()}
+        return "".join(inverse[i] for i in ids)
 
 
-def test_pad_unit_that_merges_is_rejected_naming_the_content():
+def test_a_pad_unit_no_padding_can_place_is_refused_naming_the_content_and_offsets():
     good = CompletionSpec(prompt="x = 1\n{pad}\ny = x.to(float", pad_unit="#", name="hashes")
-    with pytest.raises(ProbeError, match=r"content 1 \(equals\): no pad unit adds exactly one token per repeat"):
+    message = r"content 1 \(equals\): no padding puts the answer at every offset .* '=': offsets \[1, 2, 3"
+    with pytest.raises(ProbeError, match=message):
         PaddingCompletionProbe(MergingTokenizer(), [good, CompletionSpec(name="equals")]).items(
             OFFSETS, 2, np.random.default_rng(0)
         )
-    with pytest.raises(ProbeError, match=r"content 0 \([a-z0-9-]+/doc\d\): no pad unit"):
+    with pytest.raises(ProbeError, match=r"content 0 \([a-z0-9-]+/doc\d\): no padding"):
         PaddingCompletionProbe(MergingTokenizer()).items(OFFSETS, 12, np.random.default_rng(0))
 
 
@@ -208,7 +218,9 @@ def test_text_kv_retrieval_is_token_exact_with_a_local_bpe(design):
 
 
 def test_text_kv_retrieval_needs_enough_single_token_words():
-    from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe
+    from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 
     with pytest.raises(ProbeError, match="single-token words"):
-        TextKVRetrievalProbe(_bpe_tokenizer())
+        TextKVRetrievalProbe(_bpe_tokenizer(), TextKVSpec(pair_format="words"))
+    auto = TextKVRetrievalProbe(_bpe_tokenizer())  # too few words: numbers
+    assert auto.format.name == "numbers" and auto.spec()["pair_format_used"] == "numbers"

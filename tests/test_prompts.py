@@ -71,7 +71,7 @@ def test_every_prompt_sits_at_phase_d_mod_step_at_offset_d():
     assert len(items) == 24 * len(OFFSETS)
     for item in items:
         assert (item.answer_pos - 1) % 4 == item.offset % 4
-        assert tok.decode(item.input_ids).count(probe.unit) >= item.offset
+        assert item.padding["text"] in tok.decode(item.input_ids) and item.padding["tokens"] >= item.offset
     with pytest.raises(ProbeError, match="holds 24 prompts"):
         probe.items(OFFSETS, 25, np.random.default_rng(0))
 

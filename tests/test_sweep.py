@@ -149,15 +149,18 @@ def test_hf_directory_with_a_tokenizer_is_swept_with_the_text_probe(tmp_path):
 class PhaseProbabilities:
     """A planted model for the code probe: at every position t the next token is the right
     candidate with probability P_RIGHT[phase of t + 1] plus a shift of its own per content
-    (from the count of non-pad tokens before it), else the wrong one."""
+    (from the 12 tokens before t: code after the padding, the same at every offset), else the
+    wrong one."""
 
     P_RIGHT = (0.264, 0.915, 0.6, 0.4)
 
-    def __init__(self, right: int, wrong: int, pad: int, vocab_size: int):
-        self.right, self.wrong, self.pad, self.vocab_size = right, wrong, pad, vocab_size
+    def __init__(self, right: int, wrong: int, vocab_size: int):
+        self.right, self.wrong, self.vocab_size = right, wrong, vocab_size
 
     def shift(self, ids: torch.Tensor) -> torch.Tensor:
-        return 0.05 * ((ids != self.pad).cumsum(-1) % 3 - 1).double()
+        total = torch.nn.functional.pad(ids.cumsum(-1), (12, 0))
+        last_12 = total[:, 12:] - total[:, :-12]
+        return 0.05 * (last_12 % 3 - 1).double()
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         phase = (torch.arange(ids.shape[1]) + 1) % 4
@@ -179,8 +182,8 @@ def test_planted_phase_probabilities_of_the_code_probe_are_recovered_with_conten
     probe = PaddingCompletionProbe(tok, specs)
     items = [it for it in probe.items(list(range(24)), len(specs), np.random.default_rng(0)) if it.offset == 0]
     assert len(specs) == 16 and {tuple(it.candidates["right"]) for it in items} == {tuple(tok.encode("8").ids)}
-    (right,), (wrong,), (pad,) = (tok.encode(x).ids for x in ("8", "32", probe.units[0]))
-    model = PhaseProbabilities(right, wrong, pad, tok.get_vocab_size())
+    (right,), (wrong,) = (tok.encode(x).ids for x in ("8", "32"))
+    model = PhaseProbabilities(right, wrong, tok.get_vocab_size())
     shifts = [float(model.shift(torch.tensor([it.input_ids]))[0, -1]) for it in items]  # one per content
     assert len(set(shifts)) > 1, "contents differ, so intervals have width"
     loaded = from_callable(model, vocab_size=tok.get_vocab_size(), step=4, align=0)

@@ -80,11 +80,8 @@ class Backend:
         raise NotImplementedError
 
 
-def load_tokenizer(directory: str):
-    """A transformers tokenizer from a local directory (``--tokenizer DIR``); never downloads."""
-    from transformers import AutoTokenizer
+def load_tokenizer(spec: str):
+    """A tokenizer by name (``deepseek-v4``, ``qwen3``) or from a local directory; never downloads."""
+    from phasescope.backends.tokenizers import load_tokenizer as load
 
-    try:
-        return AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise InputError(f"--tokenizer {directory}: cannot load it ({err})") from None
+    return load(spec)

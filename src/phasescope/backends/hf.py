@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from phasescope.backends.base import Backend, BackendOptions, LoadedModel
+from phasescope.backends.base import Backend, BackendOptions, LoadedModel, load_tokenizer
 from phasescope.backends.native import fingerprint_files
 from phasescope.errors import InputError
 from phasescope.kv.posthoc import compressed_attention, parse_compress
@@ -61,7 +61,6 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
 
 def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
     options = options or BackendOptions()
-    trust_remote_code = options.trust_remote_code
     path = Path(path)
     config, model = load_hf_module(path, options)
     meta = read_json(path / "phasescope.json", "phasescope metadata") if (path / "phasescope.json").exists() else {}
@@ -79,11 +78,7 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
     if scheme is not None:  # the geometry is the one imposed, whatever the config says
         geometry = {"step": scheme.step, "window": scheme.window, "align": scheme.align, "local": scheme.local}
 
-    tokenizer = None
-    if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    tokenizer = _tokenizer(path, options)
     weights = sorted(path.glob("*.safetensors"))
     return LoadedModel(
         logits=logits,
@@ -101,6 +96,17 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
         prefix_session=session,
         module=model,
     )
+
+
+def _tokenizer(path: Path, options: BackendOptions):
+    """--tokenizer (a name or directory) when given, else the model directory's own, else None."""
+    if options.tokenizer:
+        return load_tokenizer(options.tokenizer)
+    if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=options.trust_remote_code)
+    return None
 
 
 class HFSession:

@@ -37,6 +37,8 @@ class ProbeItem:
     # correct when: "greedy" decoding reproduces the target's tokens; "choice": the target has
     # the highest log-prob of the candidates (multiple choice, as lm-evaluation-harness's acc)
     rule: str = "greedy"
+    # what moved the anchor, as measured (probes.padding.Padding.record): text, chars, units, tokens
+    padding: dict | None = None
 
 
 def check_needle_placement(items: list[ProbeItem], local: int | None, window: int) -> None:

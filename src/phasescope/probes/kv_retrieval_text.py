@@ -1,35 +1,44 @@
 """``kv-retrieval`` through a tokenizer (HF and served models): the same probe in words, at
-any context length up to 128K tokens and beyond.
+any context length up to 128K tokens and beyond, on any byte-level BPE.
 
 Each haystack line is a key, a separator, a value and a newline; keys and values follow
 ``--pair-format`` (``probes.pairs``: single-token words, six-digit numbers or UUID-like codes,
-one or several tokens each). The prompt is assembled from token ids of separately encoded
-pieces, and the probe checks that the tokenizer would read those very ids back (otherwise
-positions would not be what was planned)::
+one or several tokens each; ``auto``: words when the tokenizer has enough, else numbers). The
+prompt is assembled from the ids of separately encoded lines, and nothing is ever split: the
+needle line goes *between* two haystack lines, and fillers whose token counts are measured in
+place (``probes.padding``, strict: the lines on both sides read back unchanged) make up the
+distance to the exact token the offset asks for::
 
-    <bos> Remember the pairs.\n  apple: house\n  ... [needle: key: value\n] ...  lamp: river\n
-    Question: what goes with apple? Answer:  house
-                                            ^ answer_pos; anchor = the needle's first value token
+    <bos> Remember the pairs.\\n [lead] apple: house\\n ... [f] key: value\\n [F-f] lamp: river\\n
+    Question: what goes with key? Answer:  value
+                                   ^ answer_pos; anchor = the needle's first value token
 
-Designs as for the native probe: shift-needle (the needle line moves through the haystack
-token by token; a line it lands in is split) and pad-prefix (d filler tokens after BOS).
+* shift-needle (content and total length fixed, question fixed): the needle's key sits at
+  ``base + d``: it goes after the last line that starts at or before that token, with f filler
+  tokens before it and F - f after it (F + 1 = the longest line), so the length never changes.
+* pad-prefix: the needle at ``base``; d filler tokens are added to the lead, so everything
+  after BOS and the intro moves by d.
+
+Each content draws a lead of 0..F filler tokens before its first line. With lines of the same
+length (four tokens for words, eight for DeepSeek numbers) the filler next to the needle would
+otherwise be fixed by the phase (f = (base + d) mod line length); with a random lead, f is
+independent of the phase across contents. Records carry the filler before the needle (or the
+pad-prefix padding) as text and tokens.
+
+Why not splice anywhere: DeepSeek-V4's pre-tokenizer glues punctuation to following newlines
+(``.\\n``) and merges ``\\n\\n``, so a needle that splits a line changes its neighbours' ids.
+Token exactness is still checked, not assumed: the whole prompt of each content is decoded and
+re-encoded once (its first offset), and at every offset the lines a splice touches (the needle,
+its fillers and the lines on both sides; the lead) are; every other token is the same token in
+the same context as in the checked prompt (tests/test_niah.py checks the two checks agree).
 
 Size: ``n_pairs`` pairs (raised automatically until the needle sits beyond the raw window), or
-with ``context_tokens`` as many pairs as fit in that many tokens (~16,000 word pairs at
-131,072). The needle starts at ``depth`` of the haystack (0 first line, 1 last) and must end
-at least ``min_gap`` tokens (the model's raw window plus one compression window) before the
-question at every offset. Distractor candidates are the values of the nearest pairs whose
-value differs. ``kv_gaps`` renders each content with g gap tokens between the needle's
-separator and value (the value keeps its position), as the native probe does.
-
-Token exactness without an O(context) round trip per item: the whole prompt of each content
-is decoded and re-encoded once (its first offset); at every offset only the lines a splice
-touches (the needle line and the haystack line it lands in, with the line before; the
-padding and the lines around it) are decoded and re-encoded. Every other token of the
-prompt is the same token in the same context as in the checked prompt, and the
-pre-tokenizers of current LLM tokenizers (GPT-2, Llama 3, Qwen, DeepSeek byte-level BPE)
-never merge across a newline into the next line's leading space, so a prompt whose touched
-lines read back exactly reads back exactly as a whole (tests/test_niah.py checks the two agree).
+with ``context_tokens`` as many pairs as fit in that many tokens (~16,000 numbers pairs at
+131,072 on DeepSeek-V4's tokenizer: eight tokens per pair). The needle starts at ``depth`` of
+the haystack and must end at least ``min_gap`` tokens (the model's raw window plus one
+compression window) before the question at every offset. Distractor candidates are the values
+of the nearest pairs whose value differs. ``kv_gaps`` renders each content with g filler tokens
+between the needle's separator and value (the value keeps its position), as the native probe.
 """
 
 from __future__ import annotations
@@ -43,12 +52,15 @@ import numpy as np
 
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
 from phasescope.probes.kv_retrieval import DESIGNS, check_depth_and_gaps
-from phasescope.probes.padding_completion import encoder
+from phasescope.probes.padding import Padding, fit, measure, shapes
+from phasescope.probes.padding_completion import decoder, encoder
 from phasescope.probes.pairs import FORMATS, PairFormat
 
-LINE = 4  # tokens per haystack line in the words format: key, separator, value, newline
-GAP_PIECES = (" -", " ~", " =", " .")  # one of them is the gap token of --kv-gaps
+LINE = 4  # fewest tokens a haystack line can take: key, separator, value, newline
+FILLERS = (" .", " -", " ~", " =", "\n", " ")  # filler units, tried in order when --filler is not given
+GAP_FILLERS = (" -", " ~", " =", " .")  # --kv-gaps: between the needle's separator and value
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before drawing millions of pairs
+PAIR_FORMATS = ("auto", *FORMATS)
 
 
 @dataclass(frozen=True)
@@ -56,10 +68,10 @@ class TextKVSpec:
     n_pairs: int = 24  # at least this many; raised until the needle sits beyond the raw window
     n_distractors: int = 3
     design: str = "shift-needle"
-    filler: str = "\n"  # pad-prefix unit; must be one token
+    filler: str | None = None  # filler unit (default: the first of FILLERS that fills cleanly)
     depth: float = 0.5
     kv_gaps: tuple[int, ...] = (0,)
-    pair_format: str = "words"
+    pair_format: str = "auto"
     context_tokens: int | None = None  # fill this many tokens with pairs (n_pairs is then ignored)
 
     def __post_init__(self) -> None:
@@ -67,8 +79,10 @@ class TextKVSpec:
             raise ProbeError(f"design={self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
         if self.n_pairs < self.n_distractors + 2:
             raise ProbeError(f"n_pairs={self.n_pairs} is too small for {self.n_distractors} distractors")
-        if self.pair_format not in FORMATS:
-            raise ProbeError(f"pair format {self.pair_format!r} is invalid; allowed: {' | '.join(FORMATS)}")
+        if self.pair_format not in PAIR_FORMATS:
+            raise ProbeError(f"pair format {self.pair_format!r} is invalid; allowed: {' | '.join(PAIR_FORMATS)}")
+        if self.filler is not None and (not isinstance(self.filler, str) or not self.filler):
+            raise ProbeError(f"filler={self.filler!r} is invalid; allowed: non-empty text such as ' .'")
         if self.context_tokens is not None and not 64 <= self.context_tokens <= MAX_CONTEXT:
             raise ProbeError(
                 f"context_tokens={self.context_tokens} is invalid; allowed: 64 .. {MAX_CONTEXT} (e.g. 131072)"
@@ -80,13 +94,50 @@ class TextKVSpec:
 class Content:
     """One content sample: the haystack without the needle, as lines of token ids."""
 
-    hay: list[int]  # every line but the needle's, concatenated
-    line_starts: list[int]  # where each line of ``hay`` starts
+    lines: list[list[int]]  # every haystack line but the needle's
+    ends: list[int]  # where each line ends in the concatenated lines (its start: the previous end, or 0)
     key: list[int]  # the needle's key ids
     value: list[int]  # the needle's value ids
     question: list[int]
     candidates: dict[str, list[int]]
-    base: int  # where the needle line goes at offset 0 (variant g = 0), in ``hay``
+    base: int  # the needle key's position at offset 0 (variant 0), counted from the haystack's first token
+    lead: int  # filler tokens before the first line
+    slack: int  # F: filler tokens around the needle in shift-needle (f before it, F - f after)
+
+    def boundary(self, k: int) -> int:
+        """Where line k starts in the concatenated lines (k = len(lines): their end)."""
+        return 0 if k == 0 else self.ends[k - 1]
+
+
+class Fillers:
+    """Filler ids of an exact token count between two texts, measured in place (strict: both
+    neighbours keep their ids). The text that worked for a count is tried first next time."""
+
+    def __init__(self, encode, decode, units: tuple[str, ...]):
+        self.encode, self.decode, self.units = encode, decode, units
+        self.known: dict[int, Padding] = {}
+
+    def between(self, left: str, right: str, tokens: int, where: str) -> Padding:
+        if tokens == 0:
+            return Padding("", 0, 0, ())
+        if tokens in self.known:
+            known = self.known[tokens]
+            placed = fit(self.encode, self.decode, left, right, known.text, False)
+            if placed is not None and placed[2] - placed[1] == tokens:
+                ids, start, end = placed
+                return Padding(known.text, known.units, tokens, tuple(ids[start:end]))
+        want = len(self.encode(left)) + len(self.encode(right)) + tokens
+        for unit in self.units:
+            for shape in shapes(unit, 2 * tokens + 8):
+                found = measure(self.encode, self.decode, left, right, shape, False)
+                if want in found:
+                    self.known[tokens] = found[want]
+                    return found[want]
+        raise ProbeError(
+            f"{where}: no filler of {', '.join(map(repr, self.units))} gives exactly {tokens} tokens between "
+            f"{left[-30:]!r} and {right[:30]!r} without changing them with this tokenizer; pass --filler with a "
+            "unit that does"
+        )
 
 
 class TextKVRetrievalProbe(Probe):
@@ -95,23 +146,31 @@ class TextKVRetrievalProbe(Probe):
     has_keys = True
 
     def __init__(self, tokenizer, spec: TextKVSpec | None = None, bos_id: int | None = None, min_gap: int = 0):
-        self.tokenizer, self.encode = tokenizer, encoder(tokenizer)
+        self.tokenizer, self.encode, self.decode = tokenizer, encoder(tokenizer), decoder(tokenizer)
         self.params, self.bos, self.min_gap = spec or TextKVSpec(), bos_id, min_gap
-        words = self._single_token_words() if self.params.pair_format == "words" else []
-        self.format = PairFormat(self.params.pair_format, tokenizer, words)
-        if self.params.context_tokens is None:
-            self._check_pairs(self.params.n_pairs)
+        self.words = self._single_token_words() if self.params.pair_format in ("words", "auto") else []
         self.sep, self.newline = self._one_token(":"), self._one_token("\n")
-        self.pad = self._one_token(self.params.filler)
-        self.gap_token = self._gap_token() if max(self.params.kv_gaps) else None
+        units = (self.params.filler,) if self.params.filler else FILLERS
+        self.fillers = Fillers(self.encode, self.decode, units)
+        self.gaps = Fillers(self.encode, self.decode, GAP_FILLERS)
         self.intro = self.encode("Remember the pairs.\n")
         self.head = ([self.bos] if self.bos is not None else []) + self.intro
         self.ask = self.encode("Question: what goes with"), self.encode("? Answer:")
         self.n_pairs = self.params.n_pairs
+        self.format = self._format(self.params.n_pairs if self.params.context_tokens is None else None)
+        if self.params.context_tokens is None:
+            self._check_pairs(self.params.n_pairs)
 
     def spec(self) -> dict:
         pairs = self.n_pairs if self.params.context_tokens is None else None
-        return {"probe": self.name + " (text)", **asdict(self.params), "min_gap": self.min_gap, "pairs": pairs}
+        return {
+            "probe": self.name + " (text)",
+            **asdict(self.params),
+            "pair_format_used": self.format.name,
+            "fillers": sorted({p.text for p in self.fillers.known.values()}),
+            "min_gap": self.min_gap,
+            "pairs": pairs,
+        }
 
     def _one_token(self, text: str) -> int:
         ids = self.encode(text)
@@ -119,18 +178,21 @@ class TextKVRetrievalProbe(Probe):
             raise ProbeError(f"{text!r} is {len(ids)} tokens with this tokenizer; the probe needs it to be one")
         return ids[0]
 
-    def _gap_token(self) -> int:
-        for piece in GAP_PIECES:
-            if len(self.encode(piece)) == 1:
-                return self.encode(piece)[0]
-        raise ProbeError(f"none of {GAP_PIECES} is one token with this tokenizer; --kv-gaps needs one")
+    def _format(self, n_pairs: int | None) -> PairFormat:
+        """The pair format asked for; ``auto``: words when the tokenizer has enough single-token
+        words for ``n_pairs`` (None: a context of ``context_tokens``), else numbers."""
+        name = self.params.pair_format
+        if name == "auto":
+            needed = n_pairs if n_pairs is not None else self.params.context_tokens // LINE
+            name = "words" if len(self.words) >= needed + self.params.n_distractors + 1 else "numbers"
+        return PairFormat(name, self.tokenizer, self.words)
 
     def _single_token_words(self) -> list[int]:
         """Ids of ' word' pieces (lowercase letters, 3+) that encode back to themselves."""
         vocab = self.tokenizer.get_vocab()
         words = []
         for token_id in sorted(vocab.values()):
-            text = self.tokenizer.decode([token_id])
+            text = self.decode([token_id])
             if text.startswith(" ") and text[1:].isalpha() and text[1:].islower() and len(text) >= 4:
                 if self.encode(text) == [token_id]:
                     words.append(token_id)
@@ -145,46 +207,47 @@ class TextKVRetrievalProbe(Probe):
         if self.params.depth >= 1 and self.min_gap > question_len + 1:
             raise ProbeError("depth=1 puts the needle right before the question, inside the raw window; lower --depth")
         room = max(0, self.min_gap - 1 - question_len) / max(1 - self.params.depth, 1e-9)
-        first = 1 + max(self.params.kv_gaps)
+        first = 2 * LINE + max(self.params.kv_gaps)
         return max(self.params.n_pairs, math.ceil((room + moves + first) / LINE) + 1)
 
     def _check_pairs(self, n_pairs: int) -> None:
         words = len(self.format.words)
-        if self.params.pair_format == "words" and words < n_pairs + self.params.n_distractors + 1:
+        if self.format.name == "words" and words < n_pairs + self.params.n_distractors + 1:
             raise ProbeError(
                 f"the tokenizer has only {words} single-token words; {n_pairs} distinct keys and "
                 f"{self.params.n_distractors + 1} distinct values are needed (the haystack needs {n_pairs} pairs to "
-                "put the needle beyond the model's raw window); use --pair-format numbers or codes, a tokenizer "
-                "with more words, or a lower --depth"
+                "put the needle beyond the model's raw window); use --pair-format numbers, codes or auto, a "
+                "tokenizer with more words, or a lower --depth"
             )
 
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         span = max(offsets)
         if self.params.context_tokens is None:
             self.n_pairs = self._pairs_needed(span)
+            self.format = self._format(self.n_pairs)
             self._check_pairs(self.n_pairs)
         for content_id in range(n_samples):
             content = self._content(span, rng)
             self._check_content(content, content_id, offsets[0])
             yield [
-                self._place(content, content_id, d, gap, variant, span)
+                self._place(content, content_id, d, gap, variant)
                 for variant, gap in enumerate(self.params.kv_gaps)
                 for d in offsets
             ]
 
     def _content(self, span: int, rng: np.random.Generator) -> Content:
         keys, values, needle = self._draw(span, rng)
-        hay, line_starts = [], []
-        for i in range(len(keys)):
-            if i != needle:
-                line_starts.append(len(hay))
-                hay += keys[i] + [self.sep] + values[i] + [self.newline]
+        lines = [keys[i] + [self.sep] + values[i] + [self.newline] for i in range(len(keys)) if i != needle]
+        ends = np.cumsum([len(line) for line in lines]).tolist()
+        slack = max(len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True)) - 1
+        lead = int(rng.integers(0, slack + 1))
         moves = span if self.params.design == "shift-needle" else 0
-        first = 1 + max(self.params.kv_gaps)
-        base = first + int(self.params.depth * max(0, len(hay) - moves - first))
+        # the needle (its key moved back by a gap) after the lead and the first line, so fillers never touch
+        first = 2 * (slack + 1) + max(self.params.kv_gaps)
+        base = first + int(self.params.depth * max(0, lead + ends[-1] - moves - first))
         question = self.ask[0] + keys[needle] + self.ask[1]
         candidates = {"right": values[needle]} | self._distractors(values, needle)
-        return Content(hay, line_starts, keys[needle], values[needle], question, candidates, base)
+        return Content(lines, ends, keys[needle], values[needle], question, candidates, base, lead, slack)
 
     def _draw(self, span: int, rng: np.random.Generator):
         """Keys, values and the needle's index: ``n_pairs`` pairs, or as many as fill ``context_tokens``."""
@@ -194,16 +257,17 @@ class TextKVRetrievalProbe(Probe):
             return keys, values, int(rng.integers(0, self.n_pairs))
         most = min(budget // LINE, self.format.max_pairs())
         keys, values = self.format.draw(most, rng)
+        longest = max(len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True))
         fixed = len(self.head) + len(self.ask[0]) + len(self.ask[1]) + max(map(len, keys)) + max(map(len, values))
-        fixed += span if self.params.design == "pad-prefix" else 0
-        fixed += max(self.params.kv_gaps)
+        fixed += 2 * longest - 1 + max(self.params.kv_gaps)  # the lead (< a line) and the needle line
+        fixed += longest - 1 if self.params.design == "shift-needle" else span  # filler around the needle, or pad
         lengths = np.cumsum([len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True)])
         n = int(np.searchsorted(lengths, budget - fixed, side="right"))
         if n == len(keys) and most < budget // LINE:  # the format ran out of distinct keys before the context
             raise ProbeError(
                 f"the {self.format.name} format has {self.format.max_pairs()} distinct keys with this tokenizer, "
-                f"{int(lengths[-1])} tokens of pairs, short of --context-tokens {budget}; use --pair-format numbers "
-                "or codes, or a shorter --context-tokens"
+                f"{int(lengths[-1])} tokens of pairs, short of --context-tokens {budget}; use --pair-format numbers, "
+                "codes or auto, or a shorter --context-tokens"
             )
         if n < self.params.n_distractors + 2:
             raise ProbeError(
@@ -212,16 +276,27 @@ class TextKVRetrievalProbe(Probe):
             )
         return keys[:n], values[:n], int(rng.integers(0, n))
 
-    def _place(self, c: Content, content_id: int, d: int, gap: int, variant: int, span: int) -> ProbeItem:
+    def _text(self, ids) -> str:
+        return self.decode(list(ids))
+
+    def _place(self, c: Content, content_id: int, d: int, gap: int, variant: int) -> ProbeItem:
         shift = self.params.design == "shift-needle"
-        at = c.base + (d if shift else 0) - gap
-        pad = [self.pad] * (0 if shift else d)
-        line = c.key + [self.sep] + [self.gap_token] * gap + c.value + [self.newline]
-        prompt = self.head + pad + c.hay[:at] + line + c.hay[at:] + c.question
-        start = len(self.head) + len(pad)  # where the haystack starts in the prompt
-        key_pos = start + at
+        where = f"content {content_id} offset {d}"
+        target = c.base + (d if shift else 0) - gap  # the needle key's position in the haystack
+        k = bisect.bisect_right([0, *c.ends], target - c.lead) - 1  # the needle goes before line k (k >= 1)
+        f = target - c.lead - c.boundary(k)  # filler tokens between line k-1 and the needle
+        line = c.key + [self.sep] + list(self._gap(c, gap, where).ids) + c.value + [self.newline]
+        before_line = self._text(c.lines[k - 1])
+        after_line = self._text(c.lines[k]) if k < len(c.lines) else self._text(c.question)
+        filled = self.fillers.between(before_line, self._text(line), f, where)
+        after = self.fillers.between(self._text(line), after_line, c.slack - f if shift else 0, where)
+        lead = self.fillers.between(self._text(self.intro), self._text(c.lines[0]), c.lead + (0 if shift else d), where)
+        hay = [t for ln in c.lines[:k] for t in ln]
+        rest = [t for ln in c.lines[k:] for t in ln]
+        prompt = self.head + list(lead.ids) + hay + list(filled.ids) + line + list(after.ids) + rest + c.question
+        key_pos = len(self.head) + lead.tokens + len(hay) + f
         value_pos = key_pos + len(c.key) + 1 + gap
-        self._check_splice(prompt, c, at, start, len(line), content_id, d)
+        self._check_splice(prompt, c, k, len(lead.ids), len(line) + len(filled.ids) + len(after.ids), where)
         return ProbeItem(
             content_id=content_id,
             offset=d,
@@ -234,7 +309,12 @@ class TextKVRetrievalProbe(Probe):
             value_pos=value_pos,
             value_last=value_pos + len(c.value) - 1,
             variant=variant,
+            padding=(filled if shift else lead).record(),
         )
+
+    def _gap(self, c: Content, gap: int, where: str) -> Padding:
+        left = self._text(c.key + [self.sep])
+        return self.gaps.between(left, self._text(c.value + [self.newline]), gap, where)
 
     def _distractors(self, values: list[list[int]], needle: int) -> dict[str, list[int]]:
         """Values of the nearest pairs whose value differs from the answer and from each other."""
@@ -246,16 +326,16 @@ class TextKVRetrievalProbe(Probe):
         return chosen
 
     def _reads_back(self, ids: list[int]) -> bool:
-        return self.encode(self.tokenizer.decode(ids)) == ids
+        return self.encode(self.decode(ids)) == ids
 
     def _check_content(self, c: Content, content_id: int, d: int) -> None:
         """Once per content: the whole prompt at its first offset, and every candidate after the question."""
-        prompt = self._place(c, content_id, d, 0, 0, 0).input_ids
+        prompt = self._place(c, content_id, d, 0, 0).input_ids
         body = prompt[1:] if self.bos is not None else prompt
         if not self._reads_back(body):
             raise ProbeError(
                 f"content {content_id} offset {d}: the tokenizer re-tokenizes the haystack differently from the "
-                "planned ids, so positions would shift; use another tokenizer, --pair-format or filler"
+                "planned ids, so positions would shift; use another --pair-format or --filler"
             )
         for name, answer in c.candidates.items():
             if not self._reads_back(self.ask[1] + answer):
@@ -264,19 +344,15 @@ class TextKVRetrievalProbe(Probe):
                     "use another --pair-format"
                 )
 
-    def _check_splice(self, prompt, c: Content, at: int, start: int, line_len: int, content_id, d) -> None:
-        """At every offset: the lines the needle and the padding touch read back as planned."""
-        k = bisect.bisect_right(c.line_starts, at) - 1  # the line the needle lands in (-1: before the first)
-        first = start + c.line_starts[k - 1] if k >= 1 else len(self.head) - len(self.intro)
-        end = c.line_starts[k + 1] if k + 1 < len(c.line_starts) else len(c.hay)
-        regions = [(first, start + end + line_len)]
-        if start > len(self.head):  # pad-prefix: the padding and the lines on both sides of it
-            after = c.line_starts[1] if len(c.line_starts) > 1 else len(c.hay)
-            regions.append((len(self.head) - len(self.intro), start + after + (line_len if at < after else 0)))
-        for lo, hi in regions:
-            if not self._reads_back(prompt[lo:hi]):
+    def _check_splice(self, prompt: list[int], c: Content, k: int, lead: int, spliced: int, where: str) -> None:
+        """At every offset: the lines around the needle and its fillers, and the lead with the
+        lines on both sides, read back as planned."""
+        start = len(self.head) + lead  # the first line's first token
+        hi = start + c.boundary(k + 1) + spliced if k < len(c.lines) else len(prompt)
+        regions = [(start + c.boundary(k - 1), hi), (len(self.head) - len(self.intro), start + c.boundary(1))]
+        for a, b in regions:
+            if not self._reads_back(prompt[a:b]):
                 raise ProbeError(
-                    f"content {content_id} offset {d}: the tokenizer re-tokenizes the text around the needle or the "
-                    "padding differently from the planned ids, so positions would shift; use another tokenizer, "
-                    "--pair-format or filler"
+                    f"{where}: the tokenizer re-tokenizes the text around the needle or the padding differently "
+                    "from the planned ids, so positions would shift; use another --pair-format or --filler"
                 )

@@ -1,26 +1,27 @@
 """``padding-completion``: code prompts whose answer position is moved by padding.
 
-A pad unit is repeated n times at a chosen place (default: inside a leading docstring, as
-the study's ``=`` padding); n = offset sweeps the phase of the answer position, which is
-the anchor. The study's prompt is a short FP8 quantisation helper whose last line casts to
-``torch.float8_e4m3fn``; the right next token is ``8``, the wrong one ``32`` (primed by
-``torch.float32`` earlier in the code).
+Padding of a unit (default ``=``, inside a leading docstring, as in the study) moves the
+answer position, which is the anchor. The study's prompt is a short FP8 quantisation helper
+whose last line casts to ``torch.float8_e4m3fn``; the right next token is ``8``, the wrong one
+``32`` (primed by ``torch.float32`` earlier in the code).
 
 Content samples: by default content i is one function of the built-in set
 (``code_prompts.PROMPTS``: the FP8 helper and other short functions whose answer has a
 plausible wrong twin, candidates named ``right`` and ``wrong``) with one docstring phrasing;
 ``--samples N`` draws N distinct (function, phrasing) pairs, deterministic given the seed,
 and refuses more than there are. Own prompts: ``--probe-file`` with one prompt (one content)
-or a list of prompts (content i = the i-th prompt). Each content is scored at every offset
-with n = offset + lead pad copies, the lead (0..step-1, ``phase_lead``) bringing its answer to
-phase 0 at offset 0, so at offset d every content's answer sits at phase d mod step however
-long its prompt is (one phase per offset: the period test applies).
+or a list of prompts (content i = the i-th prompt).
 
-Token exactness is checked per content, not assumed: every repeat must add exactly one token
-and leave the tokens around the pad unchanged; BPE often merges runs of ``=``, so the probe
-tries the unit, then the unit with a leading and a trailing space, and raises ``ProbeError``
-naming the content when none works; an answer that merges with the prompt's last token is
-refused the same way.
+The phase is the answer's **token** position, measured: a real BPE does not add one token per
+``=`` (DeepSeek-V4 merges runs into ``==``, ``====``, ... and glues the last one to the newline),
+so for each offset d the probe searches the unit's padding family (``probes.padding``: one run
+of n units first -- the study's n -- then spaced units, then several lines of a run) for the
+first string that makes the prompt exactly ``base + d`` tokens long with the code around it
+reading back as without padding; ``base`` = align (mod step), so at offset d every content's
+answer sits at phase d mod step however long its prompt is (one phase per offset: the period
+test applies). Each record carries the padding used (text, characters, units = the number of
+``=`` signs, tokens). Offsets no padding reaches are refused, naming them; an answer that
+merges with the prompt's last token is refused the same way.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 from phasescope.errors import InputError
 from phasescope.probes import code_prompts
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.runfiles import read_json_value
 from phasescope.validation import build
 
@@ -110,29 +112,27 @@ def builtin_contents(n: int, rng: np.random.Generator) -> list[CompletionSpec]:
     return out
 
 
+def _raw(tokenizer) -> bool:
+    """A tokenizers.Tokenizer (not a transformers tokenizer)."""
+    return hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "convert_tokens_to_ids")
+
+
 def encoder(tokenizer):
     """A function text -> ids for a transformers tokenizer or a tokenizers.Tokenizer."""
-    if hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "convert_tokens_to_ids"):
+    if _raw(tokenizer):
         return lambda text: tokenizer.encode(text, add_special_tokens=False).ids
     return lambda text: list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def pads_cleanly(ids, before: str, after: str, unit: str, n: int) -> bool:
-    """True when ``before + unit * n + after`` is the ids of ``before + after`` with n copies of
-    one token inserted (``ids``: text -> token ids): the padding neither merges nor moves a neighbour."""
-    bare, padded = ids(before + after), ids(before + unit * n + after)
-    if len(padded) != len(bare) + n:
-        return False
-    for split in range(len(bare) + 1):
-        if padded[:split] == bare[:split] and padded[split + n :] == bare[split:]:
-            return len(set(padded[split : split + n])) <= 1
-    return False
-
-
-def unit_variants(unit: str) -> tuple[str, str, str]:
-    """A pad unit as given, with a leading space and with a trailing space: the three forms a
-    probe tries, since BPE often merges a bare unit with its copies or its neighbours."""
-    return unit, " " + unit, unit + " "
+def decoder(tokenizer):
+    """A function ids -> text that keeps special tokens (a BOS decodes to its own text; a
+    tokenizers.Tokenizer would drop them by default, a transformers tokenizer keeps them); None
+    for an encode-only tokenizer."""
+    if _raw(tokenizer):
+        return lambda ids: tokenizer.decode(list(ids), skip_special_tokens=False)
+    if not hasattr(tokenizer, "decode"):
+        return None
+    return lambda ids: tokenizer.decode(list(ids))
 
 
 def answer_ids(ids, text: str, candidates: dict[str, str], where: str) -> dict[str, list[int]]:
@@ -160,7 +160,7 @@ def phase_lead(prompt_len: int, step: int, align: int) -> int:
 
 class PaddingCompletionProbe(Probe):
     name = "padding-completion"
-    summary = "code prompts; a pad unit repeated n times moves the answer position (needs a tokenizer)"
+    summary = "code prompts; padding of a unit (the study's '=') moves the answer position (needs a tokenizer)"
 
     def __init__(
         self,
@@ -171,12 +171,13 @@ class PaddingCompletionProbe(Probe):
         align: int = 0,
     ):
         """``spec``: one prompt, a list (one content each), or None for the built-in set. ``step``,
-        ``align``: each content gets n = offset + lead pad copies (``phase_lead``), so offsets map to
-        one phase across contents of different lengths (step 1: n = offset, the study's shape)."""
-        self.encode, self.bos, self.step, self.align = encoder(tokenizer), bos_id, step, align
+        ``align``: each content's answer sits at base + d at offset d with base = align (mod step),
+        so offsets map to one phase across contents of different lengths."""
+        self.encode, self.decode, self.bos = encoder(tokenizer), decoder(tokenizer), bos_id
+        self.step, self.align = step, align
         self.given = [spec] if isinstance(spec, CompletionSpec) else (None if spec is None else list(spec))
         self.contents: list[CompletionSpec] = []  # what items() used, content_id = index
-        self.units: list[str] = []  # the pad unit used for each content
+        self.placements: list[Placement] = []  # how each content was padded
 
     def default_samples(self) -> int:
         return DEFAULT_SAMPLES if self.given is None else len(self.given)
@@ -191,15 +192,18 @@ class PaddingCompletionProbe(Probe):
                     "prompt": c.prompt,
                     "candidates": c.candidates,
                     "target": c.target,
-                    "pad_unit_asked": c.pad_unit,
-                    "pad_unit_used": unit,
+                    "pad_unit": c.pad_unit,
+                    "answer_pos_at_offset_0": placed.base,
                 }
-                for c, unit in zip(self.contents, self.units, strict=True)
+                for c, placed in zip(self.contents, self.placements, strict=True)
             ],
         }
 
+    def _head(self) -> tuple[int, ...]:
+        return (self.bos,) if self.bos is not None else ()
+
     def _ids(self, text: str) -> list[int]:
-        return ([self.bos] if self.bos is not None else []) + self.encode(text)
+        return list(self._head()) + self.encode(text)
 
     def _contents(self, n: int, rng: np.random.Generator) -> list[CompletionSpec]:
         if self.given is None:
@@ -216,44 +220,34 @@ class PaddingCompletionProbe(Probe):
     def _label(content: int, spec: CompletionSpec) -> str:
         return f"content {content}" + (f" ({spec.name})" if spec.name else "")
 
-    def _choose_unit(self, spec: CompletionSpec, offsets: list[int], label: str) -> str:
-        """The first of unit, " unit", "unit " whose n repeats add exactly n tokens, all the same,
-        and leave the tokens before and after the padding unchanged."""
-        tried = []
-        for unit in unit_variants(spec.pad_unit):
-            if all(self._pads_cleanly(spec, unit, n) for n in offsets):
-                return unit
-            tried.append(repr(unit))
-        raise ProbeError(
-            f"{label}: no pad unit adds exactly one token per repeat without changing its neighbours with this "
-            f"tokenizer (tried {', '.join(tried)}); BPE merges runs of such units or joins them to the text around "
-            "{pad}: pass another pad_unit"
-        )
-
-    def _pads_cleanly(self, spec: CompletionSpec, unit: str, n: int) -> bool:
-        return pads_cleanly(self._ids, *spec.prompt.split("{pad}"), unit, n)
-
-    def _item(self, content: int, spec: CompletionSpec, unit: str, n: int, d: int, label: str) -> ProbeItem:
-        """Content ``content`` at offset d, padded with n = d + its lead copies of ``unit``."""
-        text = spec.prompt.replace("{pad}", unit * n)
+    def _item(self, content: int, spec: CompletionSpec, placed: Placement, d: int) -> ProbeItem:
+        """Content ``content`` at offset d: its answer at ``placed.base + d``, measured."""
+        padding = placed.paddings[d]
+        text = spec.prompt.replace("{pad}", padding.text)
         prompt = self._ids(text)
+        if len(prompt) != placed.base + d:  # a padding measured in place encodes to that length
+            raise ProbeError(f"internal: {self._label(content, spec)} offset {d} is {len(prompt)} tokens long")
         return ProbeItem(
             content_id=content,
             offset=d,
             input_ids=prompt,
-            candidates=answer_ids(self._ids, text, spec.candidates, label),
+            candidates=answer_ids(self._ids, text, spec.candidates, self._label(content, spec)),
             target=spec.target,
             anchor_pos=len(prompt),
             answer_pos=len(prompt),
+            padding=padding.record(),
         )
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         contents = self._contents(n_samples, rng)
-        padded = [d + lead for d in offsets for lead in range(self.step)]  # every n a lead can ask for
-        units = [self._choose_unit(spec, padded, self._label(c, spec)) for c, spec in enumerate(contents)]
-        self.contents, self.units = contents, units  # set together: spec() pairs them
-        items = []
-        for c, spec in enumerate(contents):
-            lead = phase_lead(len(self._ids(spec.prompt.replace("{pad}", ""))), self.step, self.align)
-            items += [self._item(c, spec, units[c], lead + d, d, self._label(c, spec)) for d in offsets]
-        return items
+        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head())
+        placements = [
+            placer.place(*spec.prompt.split("{pad}"), (spec.pad_unit,), offsets, self._label(c, spec))
+            for c, spec in enumerate(contents)
+        ]
+        self.contents, self.placements = contents, placements  # set together: spec() pairs them
+        return [
+            self._item(c, spec, placed, d)
+            for c, (spec, placed) in enumerate(zip(contents, placements, strict=True))
+            for d in offsets
+        ]

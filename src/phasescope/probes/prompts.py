@@ -12,12 +12,17 @@ Each line of the file is one content sample::
   (every argmax along the teacher-forced answer is the answer's token); its log-prob is kept.
 
 The prompt is padded at its ``{pad}`` placeholder, or at its start (right after BOS) when it
-has none, with n = offset copies of a filler unit that adds exactly one token per copy and
-leaves the tokens on both sides unchanged (checked for every prompt at every offset), so the
-answer position -- the anchor -- takes every phase::
+has none, with a filler whose token count is measured, not assumed (``probes.padding``): for
+each offset d, the first string of the filler's family (a run of the unit, spaced units,
+lines of a run) that makes the prompt exactly ``base + d`` tokens long with the text on both
+sides reading back as without padding, so the answer position -- the anchor -- takes every
+phase (base = align mod step: one phase per offset for every prompt)::
 
-    <bos> [filler x n] Q: What is the capital of France?\\nA: -> " Paris"
-                                                          ^ answer_pos = anchor (moves by n)
+    <bos> [filler: d + lead tokens] Q: What is the capital of France?\\nA: -> " Paris"
+                                                                     ^ answer_pos = anchor
+
+Fillers are tried in order (``FILLERS``, or ``--filler``) per prompt; each record carries the
+padding used (text, characters, units, tokens).
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
-from phasescope.probes.padding_completion import answer_ids, encoder, pads_cleanly, phase_lead, unit_variants
+from phasescope.probes.padding import AnswerPlacer, Placement
+from phasescope.probes.padding_completion import answer_ids, decoder, encoder
 
 PLACEHOLDER = "{pad}"
-FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order (with a space before or after)
+FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order, each with its family (probes.padding)
 
 
 def read_prompts(path: str | Path) -> list[dict]:
@@ -106,9 +112,9 @@ class PromptsProbe(Probe):
         self, path: str | Path, tokenizer, bos_id: int | None = None, filler: str | None = None, step: int = 1, align=0
     ):
         self.path, self.rows = str(path), read_prompts(path)
-        self.encode, self.bos, self.filler = encoder(tokenizer), bos_id, filler
+        self.encode, self.decode, self.bos, self.filler = encoder(tokenizer), decoder(tokenizer), bos_id, filler
         self.step, self.align = step, align
-        self.unit: str | None = None
+        self.fillers: list[str] = []  # the unit each prompt was padded with, in file order
 
     def default_samples(self) -> int:
         return len(self.rows)
@@ -118,7 +124,7 @@ class PromptsProbe(Probe):
             "probe": "prompts",
             "file": self.path,
             "prompts": len(self.rows),
-            "filler": self.unit,
+            "fillers": sorted(set(self.fillers)),
             "lead_step": self.step,
         }
 
@@ -129,40 +135,28 @@ class PromptsProbe(Probe):
                 f"{n_samples} content samples were asked but {self.path} holds {len(self.rows)} prompts; pass "
                 f"--samples {len(self.rows)} or fewer (the default is all of them)"
             )
-        rows = self.rows[:n_samples]
-        self.unit = self.unit or self._choose_unit(rows, [d + lead for d in offsets for lead in range(self.step)])
-        for content_id, row in enumerate(rows):
-            lead = phase_lead(len(self._ids("".join(self._split(row["prompt"])))), self.step, self.align)
-            yield [self._item(row, content_id, d, lead) for d in offsets]
+        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head())
+        units = (self.filler,) if self.filler else FILLERS
+        self.fillers = []
+        for content_id, row in enumerate(self.rows[:n_samples]):
+            where = f"prompt {content_id + 1} of {self.path}"
+            placed = placer.place(*self._split(row["prompt"]), units, offsets, where)
+            self.fillers.append(placed.unit)
+            yield [self._item(row, content_id, d, placed) for d in offsets]
+
+    def _head(self) -> tuple[int, ...]:
+        return (self.bos,) if self.bos is not None else ()
 
     def _ids(self, text: str) -> list[int]:
-        return ([self.bos] if self.bos is not None else []) + self.encode(text)
+        return list(self._head()) + self.encode(text)
 
     def _split(self, prompt: str) -> tuple[str, str]:
         return tuple(prompt.split(PLACEHOLDER)) if PLACEHOLDER in prompt else ("", prompt)
 
-    def _choose_unit(self, rows: list[dict], offsets: list[int]) -> str:
-        """The first filler (or the user's) whose n copies add n tokens to every prompt, all one
-        token, with the tokens on both sides unchanged."""
-        bases = [self.filler] if self.filler else list(FILLERS)
-        tried = []
-        for base in bases:
-            for unit in unit_variants(base):
-                if all(self._pads_cleanly(row["prompt"], unit, n) for row in rows for n in offsets):
-                    return unit
-                tried.append(repr(unit))
-        raise ProbeError(
-            f"no filler adds exactly one token per copy to every prompt without changing its neighbours with this "
-            f"tokenizer (tried {', '.join(tried)}); pass --filler with a unit that does, or put {PLACEHOLDER} where a "
-            "filler cannot merge with the text around it (e.g. after a newline)"
-        )
-
-    def _pads_cleanly(self, prompt: str, unit: str, n: int) -> bool:
-        return pads_cleanly(self._ids, *self._split(prompt), unit, n)
-
-    def _item(self, row: dict, content_id: int, d: int, lead: int) -> ProbeItem:
+    def _item(self, row: dict, content_id: int, d: int, placed: Placement) -> ProbeItem:
         before, after = self._split(row["prompt"])
-        text = before + self.unit * (lead + d) + after
+        padding = placed.paddings[d]
+        text = before + padding.text + after
         prompt = self._ids(text)
         return ProbeItem(
             content_id=content_id,
@@ -173,4 +167,5 @@ class PromptsProbe(Probe):
             anchor_pos=len(prompt),
             answer_pos=len(prompt),
             rule="greedy" if row["exact"] else "choice",
+            padding=padding.record(),
         )

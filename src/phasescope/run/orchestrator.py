@@ -61,6 +61,8 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         "target": item.target,
         **result,
     }
+    if item.padding is not None:
+        rec["padding"] = item.padding
     if item.key_pos is not None and item.value_last is not None:
         rec["same_window"] = same_window(item.key_pos, item.value_last, step, window, align)
     return rec

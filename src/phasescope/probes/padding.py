@@ -1,0 +1,172 @@
+"""Measured padding: text that makes a prompt exactly as many tokens long as a probe needs.
+
+Real BPE tokenizers do not add one token per pad character. DeepSeek-V4's pre-tokenizer glues
+a run of punctuation to the newlines after it, and its vocabulary holds ``==``, ``====``,
+``========`` and ``================``: a docstring line of n ``=`` signs is 1 to 4 tokens, not
+n (the table in docs/sweeps.md, made by ``experiments/pad_table.py``). So a probe never
+assumes a token count. For every prompt length it needs, it tries a small family of padding
+strings (``family``) and keeps the first whose ids, in place, give exactly that length with
+the text on both sides reading back as planned; positions are then measured from the ids
+actually sent, and what was used is recorded (``Padding.record``: text, characters, units,
+tokens)::
+
+    before                 padding (any characters)        after
+    '...cast it.\\n'        '================\\n===='          '\\n    \"\"\"\\n    amax = ...'
+                           ^ the padding region             ^ every token as without padding
+
+"As planned" means: every token of the unpadded prompt is in the padded one, in order, with
+the padding region in one place. Two modes:
+
+* ``fuse_space=True`` (prompts encoded whole: padding-completion, prompts:): a whitespace-only
+  token right next to the padding may fuse into it (DeepSeek turns the newline ending a line of
+  ``=`` into ``=\\n``); it carries nothing the model is asked about.
+* ``fuse_space=False`` (prompts assembled from ids: the text kv-retrieval haystack): nothing
+  may change; the padding's own ids are spliced between its neighbours' ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from phasescope.probes.base import ProbeError
+
+Encode = Callable[[str], list[int]]
+
+
+@dataclass(frozen=True)
+class Padding:
+    text: str  # the string inserted
+    units: int  # copies of the pad unit in it (e.g. the number of '=' signs)
+    tokens: int  # tokens the padding region takes in the prompt sent
+    ids: tuple[int, ...] = ()  # the padding region's ids (strict mode: spliced between neighbours)
+
+    def record(self) -> dict:
+        """What a record carries: the padding as text and as counted in characters, units and tokens."""
+        return {"text": self.text, "chars": len(self.text), "units": self.units, "tokens": self.tokens}
+
+
+def shapes(unit: str, most_units: int) -> list[list[tuple[str, int]]]:
+    """The padding shapes of ``unit``, in the order they are tried; each is a list of (text,
+    units) for growing counts k, starting from nothing.
+
+    One run of k units (the study's ``=`` padding, whose k was its variable); k lines of m units
+    for m = 1..8 (a docstring of ``=`` lines: under a BPE that merges runs, a line of one ``=``
+    is often one token); k units each with a space before, or after.
+    """
+    runs = [[(unit * k, k) for k in range(most_units + 1)]]
+    lines = [[("\n".join([unit * m] * k), m * k) for k in range(most_units // m + 1)] for m in range(1, 9)]
+    spaced = [[(piece * k, k) for k in range(most_units + 1)] for piece in (" " + unit, unit + " ")]
+    return runs + lines + spaced
+
+
+def _is_space(decode: Callable[[list[int]], str] | None, token: int) -> bool:
+    """A whitespace-only token (False when the tokenizer cannot decode: nothing may fuse then)."""
+    return decode is not None and decode([token]).strip() == ""
+
+
+def fit(
+    encode: Encode, decode, before: str, after: str, pad: str, fuse_space: bool, head: tuple[int, ...] = ()
+) -> tuple[list[int], int, int] | None:
+    """(the padded prompt's ids, start, end of the padding region in them) when the text before
+    and after the padding reads back as each does on its own (whitespace tokens next to the
+    padding may fuse into it when ``fuse_space``), else None. ``head``: ids before the text (BOS)."""
+    planned_before, planned_after = list(head) + encode(before), encode(after)
+    padded = list(head) + encode(before + pad + after)
+    start = _common(planned_before, padded)
+    end = len(padded) - _common(planned_after[::-1], padded[start:][::-1])
+    lost = planned_before[start:] + planned_after[: len(planned_after) - (len(padded) - end)]
+    if lost and not (fuse_space and all(_is_space(decode, t) for t in lost)):
+        return None
+    return padded, start, end
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    """Length of the common prefix of a and b."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def measure(
+    encode: Encode, decode, before: str, after: str, shape: list[tuple[str, int]], fuse_space: bool, head=()
+) -> dict[int, Padding]:
+    """Prompt length -> the first padding of ``shape`` giving it (paddings that change the text
+    around them are left out)."""
+    found: dict[int, Padding] = {}
+    for text, units in shape:
+        placed = fit(encode, decode, before, after, text, fuse_space, head)
+        if placed is not None and len(placed[0]) not in found:
+            ids, start, end = placed
+            found[len(ids)] = Padding(text, units, end - start, tuple(ids[start:end]))
+    return found
+
+
+def first_base(reached: set[int], offsets: list[int], lowest: int, step: int, align: int) -> int | None:
+    """The smallest prompt length b >= ``lowest`` with b = align (mod step) such that every
+    b + d (d in ``offsets``) was reached: at offset d the answer then sits at phase d mod step."""
+    top = max(reached, default=lowest - 1)
+    b = lowest + (align - lowest) % step
+    while b + max(offsets) <= top:
+        if all(b + d in reached for d in offsets):
+            return b
+        b += step
+    return None
+
+
+def missing_offsets(reached: set[int], offsets: list[int], lowest: int, step: int, align: int) -> list[int]:
+    """The offsets no padding reaches at the best base (the one reaching most), for the error."""
+    top = max(reached, default=lowest)
+    best: list[int] | None = None
+    b = lowest + (align - lowest) % step
+    while best is None or b <= top:
+        missing = [d for d in offsets if b + d not in reached]
+        if best is None or len(missing) < len(best):
+            best = missing
+        b += step
+    return best
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One prompt padded so that its answer sits at ``base + d`` at every offset d."""
+
+    unit: str  # the pad unit whose family reached every offset
+    base: int  # the prompt's length (= the answer position) at offset 0
+    paddings: dict[int, Padding]  # offset -> padding
+
+
+class AnswerPlacer:
+    """Pads prompts at one place so that the answer (the token after the prompt) takes every
+    phase: at offset d it sits at ``base + d`` with ``base = align (mod step)``, so one offset is
+    one phase for every prompt, however long. ``head``: ids sent before the text (BOS).
+
+    One shape serves every offset when one can (the first of ``shapes`` that reaches them all:
+    at offset d, k = d + c copies, lines or spaced units); otherwise each offset takes the first
+    shape that reaches its length."""
+
+    def __init__(self, encode: Encode, decode, step: int, align: int, head: tuple[int, ...] = ()):
+        self.encode, self.decode, self.step, self.align, self.head = encode, decode, step, align, head
+
+    def place(self, before: str, after: str, units: tuple[str, ...], offsets: list[int], label: str) -> Placement:
+        """The first unit whose padding reaches every offset; ProbeError naming the offsets none reaches."""
+        lowest = len(self.head) + len(self.encode(before + after))
+        most_units = 2 * (max(offsets) + 4 * self.step) + 8  # a unit rarely takes under half a token
+        unreached = []
+        for unit in units:
+            mixed: dict[int, Padding] = {}
+            for shape in shapes(unit, most_units):
+                found = measure(self.encode, self.decode, before, after, shape, True, self.head)
+                for tables in (found, mixed | {n: p for n, p in found.items() if n not in mixed}):
+                    base = first_base(set(tables), offsets, lowest, self.step, self.align)
+                    if base is not None:
+                        return Placement(unit, base, {d: tables[base + d] for d in offsets})
+                mixed = mixed | {n: p for n, p in found.items() if n not in mixed}
+            missing = missing_offsets(set(mixed), offsets, lowest, self.step, self.align)
+            unreached.append(f"{unit!r}: offsets {missing}")
+        raise ProbeError(
+            f"{label}: no padding puts the answer at every offset with this tokenizer without changing the text "
+            f"around it (unreached, by pad unit: {'; '.join(unreached)}); pass another pad unit or filler, or put the "
+            "padding where it cannot merge with its neighbours (e.g. on a line of its own)"
+        )
