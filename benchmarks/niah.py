@@ -4,6 +4,7 @@ scoring together, with the peak memory of the whole sweep.
     .venv/bin/python benchmarks/niah.py native [--context 131072] [--samples 2]
     .venv/bin/python benchmarks/niah.py hf [--context 131072] [--samples 1]
     .venv/bin/python benchmarks/niah.py vllm [--context 32768] [--samples 2]
+    .venv/bin/python benchmarks/niah.py deepseek-v4 [--context 131072] [--samples 1]
 
 native: the shipped tiny-s4 demo model (scalar-gate pooling, s = w = 4, L = 8) on kv-retrieval
 with --context-tokens (its training rows end to end, ~37K pairs at 128K), 8 offsets,
@@ -12,7 +13,11 @@ transformers Qwen3 (1 layer, full attention) through hf:, the text probe with --
 numbers, prefix reuse on (2048 tokens per call through its cache). vllm: a real
 vLLM CPU server (`make vllm-venv`) serving a tiny random Qwen3 (1 layer, head_dim 64), the
 text probe with --pair-format numbers at 32K tokens, through openai:. Peak memory is this
-process's max RSS (for vllm the server's own memory is not included).
+process's max RSS (for vllm the server's own memory is not included). deepseek-v4: the study's
+layout on the study's tokenizer -- a tiny random transformers DeepseekV4ForCausalLM (2 CSA
+layers, s = 4, w = 8, raw window 128) with DeepSeek-V4's real tokenizer (129,280 ids) through
+hf:, the text probe with --pair-format auto (numbers: eight tokens per pair, ~16K pairs at 128K),
+prefix reuse through its cache, logits kept only at the positions scored.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ def report(kind: str, context: int, records: list[dict], seconds: float) -> None
 def timed_sweep(kind: str, model: str, context: int, samples: int, **options) -> None:
     """One sweep of 8 offsets at ``context`` tokens, timed whole and reported."""
     start = time.perf_counter()
+    plan = phasescope.sweep(model, offsets=OFFSETS, samples=samples, context_tokens=context, dry_run=True, **options)
+    print(f"{kind}: dry run: " + ", ".join(f"{k} {v:,}" for k, v in plan.plan.items()))
     result = phasescope.sweep(model, offsets=OFFSETS, samples=samples, context_tokens=context, progress=True, **options)
     report(kind, context, result.records, time.perf_counter() - start)
 
@@ -75,9 +82,19 @@ def vllm(context: int, samples: int) -> None:
             timed_sweep("vLLM CPU, tiny Qwen3", spec, context, samples, **extra)
 
 
+def deepseek_v4(context: int, samples: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+    from hf_models import tiny_deepseek_v4
+    from phasescope.backends.tokenizers import named_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny_deepseek_v4(Path(tmp) / "v4", named_tokenizer("deepseek-v4"))
+        timed_sweep("hf: tiny DeepSeek-V4, its real tokenizer", f"hf:{model}", context, samples)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("backend", choices=["native", "hf", "vllm"])
+    parser.add_argument("backend", choices=["native", "hf", "vllm", "deepseek-v4"])
     parser.add_argument("--context", type=int, default=None, help="tokens per prompt (native 131072, vllm 32768)")
     parser.add_argument("--samples", type=int, default=None, help="contents, each at 8 offsets (default 2; hf 1)")
     args = parser.parse_args()
@@ -85,6 +102,8 @@ def main() -> None:
         native(args.context or 131072, args.samples or 2)
     elif args.backend == "hf":
         hf(args.context or 131072, args.samples or 1)
+    elif args.backend == "deepseek-v4":
+        deepseek_v4(args.context or 131072, args.samples or 1)
     else:
         vllm(args.context or 32768, args.samples or 2)
 

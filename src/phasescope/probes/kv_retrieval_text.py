@@ -54,7 +54,7 @@ from phasescope.probes.base import Probe, ProbeError, ProbeItem
 from phasescope.probes.kv_retrieval import DESIGNS, check_depth_and_gaps
 from phasescope.probes.padding import Padding, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
-from phasescope.probes.pairs import FORMATS, PairFormat
+from phasescope.probes.pairs import FORMATS, PairFormat, encode_many_fast
 
 LINE = 4  # fewest tokens a haystack line can take: key, separator, value, newline
 FILLERS = (" .", " -", " ~", " =", "\n", " ")  # filler units, tried in order when --filler is not given
@@ -140,6 +140,17 @@ class Fillers:
         )
 
 
+def _backend(tokenizer):
+    """The tokenizers.Tokenizer behind a transformers fast tokenizer (or itself), else None."""
+    if hasattr(tokenizer, "decode_batch"):
+        return tokenizer
+    return getattr(tokenizer, "backend_tokenizer", None)
+
+
+def _word(text: str) -> bool:
+    return text.isalpha() and text.islower()
+
+
 class TextKVRetrievalProbe(Probe):
     name = "kv-retrieval"
     summary = "kv-retrieval in words, numbers or codes, for models with a tokenizer (up to 128K tokens)"
@@ -157,12 +168,13 @@ class TextKVRetrievalProbe(Probe):
         self.head = ([self.bos] if self.bos is not None else []) + self.intro
         self.ask = self.encode("Question: what goes with"), self.encode("? Answer:")
         self.n_pairs = self.params.n_pairs
+        self.pairs_used: int | None = None  # pairs in the last content's prompt (with --context-tokens: as fit)
         self.format = self._format(self.params.n_pairs if self.params.context_tokens is None else None)
         if self.params.context_tokens is None:
             self._check_pairs(self.params.n_pairs)
 
     def spec(self) -> dict:
-        pairs = self.n_pairs if self.params.context_tokens is None else None
+        pairs = self.n_pairs if self.params.context_tokens is None else self.pairs_used
         return {
             "probe": self.name + " (text)",
             **asdict(self.params),
@@ -189,14 +201,12 @@ class TextKVRetrievalProbe(Probe):
 
     def _single_token_words(self) -> list[int]:
         """Ids of ' word' pieces (lowercase letters, 3+) that encode back to themselves."""
-        vocab = self.tokenizer.get_vocab()
-        words = []
-        for token_id in sorted(vocab.values()):
-            text = self.decode([token_id])
-            if text.startswith(" ") and text[1:].isalpha() and text[1:].islower() and len(text) >= 4:
-                if self.encode(text) == [token_id]:
-                    words.append(token_id)
-        return words
+        ids = sorted(self.tokenizer.get_vocab().values())
+        fast = _backend(self.tokenizer)  # the Rust tokenizer: one call for the whole vocabulary
+        texts = [self.decode([i]) for i in ids] if fast is None else fast.decode_batch([[i] for i in ids], False)
+        wanted = [(i, t) for i, t in zip(ids, texts, strict=True) if len(t) >= 4 and t[0] == " " and _word(t[1:])]
+        encoded = encode_many_fast(self.tokenizer, [t for _, t in wanted])
+        return [i for (i, _), back in zip(wanted, encoded, strict=True) if back == [i]]
 
     def _pairs_needed(self, span: int) -> int:
         """Pairs for a haystack long enough that the needle ends >= min_gap tokens before the
@@ -237,6 +247,7 @@ class TextKVRetrievalProbe(Probe):
 
     def _content(self, span: int, rng: np.random.Generator) -> Content:
         keys, values, needle = self._draw(span, rng)
+        self.pairs_used = len(keys)
         lines = [keys[i] + [self.sep] + values[i] + [self.newline] for i in range(len(keys)) if i != needle]
         ends = np.cumsum([len(line) for line in lines]).tolist()
         slack = max(len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True)) - 1

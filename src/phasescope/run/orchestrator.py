@@ -227,7 +227,9 @@ def run_sweep(
     checks.finish()
     batch_size = batch_size or default_batch_size(checks.longest)
     if dry_run:
-        return SweepResult(None, [], 0, checks.plan(model, batch_size))
+        pairs = probe.spec().get("pairs")  # key-value probes: pairs in each prompt
+        extra = {"pairs_per_prompt": pairs} if isinstance(pairs, int) else {}
+        return SweepResult(None, [], 0, extra | checks.plan(model, batch_size))
     spec = {
         "probe": probe.spec(),
         "offsets": offsets,
