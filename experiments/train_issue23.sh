@@ -31,8 +31,8 @@ train() {  # recipe seed
   $PY experiments/ship_checkpoints.py "$out"
 }
 
-for recipe in tiny-full-v64 tiny-s4-post tiny-s2 tiny-s4-d64 tiny-v4.1 tiny-s4-long hf-deepseek-v4-tiny-post \
-  hf-deepseek-v4-tiny-s2; do
+for recipe in tiny-full-v64 tiny-s4-post tiny-s2 tiny-s4-d64 tiny-s2-512 tiny-s4-512 tiny-v4.1-512 tiny-full-d64 \
+  tiny-s4-d64-init tiny-v4.1 tiny-s4-long hf-deepseek-v4-tiny-post hf-deepseek-v4-tiny-s2; do
   for seed in 0 1 2; do
     train "$recipe" "$seed"
   done

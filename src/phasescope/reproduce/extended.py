@@ -25,7 +25,12 @@ STEP2_PAIRS = (("tiny-v4.1", "tiny-s4-channel"), ("hf-deepseek-v4-tiny-s2", "hf-
 THEORY = {
     "T1": ("tiny-s2", "tiny-s4", "a smaller step gives a smaller gap at head dim 16 (s = 2 vs s = 4)"),
     "T2": ("tiny-s4-d64", "tiny-s4", "more capacity gives a smaller gap at step 4 (head dim 64 vs 16)"),
+    # amendment 1 (docs/reproduction.md): T1 on 512-token rows, where step 2 is below the ceiling
+    "T1'": ("tiny-s2-512", "tiny-s4-512", "T1 on 512-token rows with 32 pairs (s = 2 vs s = 4, head dim 16)"),
+    # amendment 2: T2 with a head-dim-64 model whose warm start learned (from tiny-full-d64)
+    "T2'": ("tiny-s4-d64-init", "tiny-s4", "T2 with the head-dim-64 model started from a trained full-attention one"),
 }
+STEP2_HARDER = ("tiny-v4.1-512", "tiny-s4-512")  # amendment 1: B' and its gap beside step 4
 LONG_PAIR = ("tiny-s4-long", "tiny-s4")
 MIN_DROP_PP = 5.0  # a KV head counts in the stagger question when its removal costs this much on average
 
@@ -249,6 +254,10 @@ def judge_extended(rows: list[dict], matrix) -> dict:
         "post_training": {"verdict": post_overall, "entries": post},
         "step2": period_verdict(rows, tuple(a for a, _ in STEP2_PAIRS), "a step-2 compressor makes the period 2"),
         "step2_gap": step2_gap(rows),
+        "step2_512": period_verdict(
+            rows, STEP2_HARDER[:1], "B': on 512-token rows a step-2 compressor makes the period 2"
+        ),
+        "step2_512_gap": welch(rows, *STEP2_HARDER),
         "kv_specialization": kv_specialization(rows, [e.recipe for e in matrix if e.kv_ablation]),
         "stagger_own_phases": stagger_own_phases(rows),
         "theory": theory(rows),

@@ -84,6 +84,12 @@ MATRIX = (
     Entry("hf-deepseek-v4-tiny-s2", hf=True, preferences=False),
     Entry("tiny-s2", preferences=False),  # theory T1
     Entry("tiny-s4-d64", preferences=False),  # theory T2
+    # amendment 1: step 2 on a harder task (the 128-token step-2 models reach the ceiling)
+    Entry("tiny-s4-512", samples=128, preferences=False),
+    Entry("tiny-s2-512", samples=128, preferences=False),  # theory T1'
+    Entry("tiny-v4.1-512", samples=128, preferences=False),  # step 2 (B')
+    Entry("tiny-full-d64", swept=False),  # amendment 2: tiny-s4-d64-init's warm start
+    Entry("tiny-s4-d64-init", preferences=False),  # theory T2'
     Entry("tiny-full-v64", swept=False),  # the long recipe's warm start
     Entry("tiny-s4-long", samples=128, preferences=False),  # rule E
 )
