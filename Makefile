@@ -20,6 +20,8 @@ $(BIN)/.installed: pyproject.toml
 	# torch first, pinned: a bare `torch` requirement would pull a multi-GB CUDA build
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# `lm_eval --model phasescope-ensemble`: an editable install does not ship the .pth (setup.py)
+	$(BIN)/python -m phasescope.lm_eval_plugin --install
 	touch $@
 
 venv: $(BIN)/.installed

@@ -52,6 +52,8 @@ class FakeVLLM:
 
     def answer(self, body: dict, fault: str | None) -> dict:
         ids = list(body["prompt"])
+        if not body.get("echo", False):
+            return self.generate(ids, body["max_tokens"])
         with torch.no_grad():
             logp = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
         values = [None] + [float(logp[i - 1, t]) for i, t in enumerate(ids) if i > 0]
@@ -69,6 +71,16 @@ class FakeVLLM:
         logprobs = (
             None if fault == "no-logprobs" else {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops}
         )
+        return {"choices": [{"index": 0, "text": "", "logprobs": logprobs}]}
+
+    def generate(self, ids: list[int], max_tokens: int) -> dict:
+        """Greedy generation (vLLM with temperature 0): the new tokens only, as ``token_id:N``."""
+        new = []
+        with torch.no_grad():
+            for _ in range(max_tokens):
+                new.append(int(self.model(input_ids=torch.tensor([ids + new])).logits[0, -1].argmax()))
+        tokens = [f"token_id:{t}" for t in new]
+        logprobs = {"tokens": tokens, "token_logprobs": [0.0] * len(new)}
         return {"choices": [{"index": 0, "text": "", "logprobs": logprobs}]}
 
     def close(self):

@@ -13,4 +13,8 @@ def __getattr__(name: str):
         from phasescope import api
 
         return getattr(api, name)
+    if name == "load_run":  # the run's tables as pandas DataFrames (phasescope.export)
+        from phasescope.export import load_run
+
+        return load_run
     raise AttributeError(f"module 'phasescope' has no attribute {name!r}")

@@ -1,0 +1,207 @@
+"""A run's numbers as tables (``load_run``, ``phasescope export``) and as an lm-eval results file.
+
+``load_run(RUN)`` returns pandas DataFrames (``pip install 'phasescope[export]'``):
+
+* ``records``: one row per scored (content, offset, variant): the record's fields, candidate
+  log-probs as ``logprob.NAME``, the padding as ``padding_*``, lm-eval metrics as
+  ``metric.KEY`` (``metric.acc,none``), a prompt file's ``id`` and lm-eval's ``task`` and
+  ``doc_id`` when the probe wrote them;
+* ``phases``: the per-phase table of ``metrics.json`` (raw and drift-adjusted accuracy, effects);
+* ``offsets``: accuracy and phase at each offset;
+* ``task_metrics``: lm-eval tasks' own metrics per phase, with intervals (empty otherwise).
+
+``export(RUN, "csv" | "parquet" | "jsonl", out)`` writes each table to ``out/NAME.EXT``;
+``export(RUN, "lm-eval", out)`` writes one JSON shaped like lm-eval's results
+(``results[task][metric]`` at offset 0, lm-eval's own rendering, with its stderr) plus
+``phase_results[task][phase][metric]`` with 95% intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from phasescope.errors import InputError
+from phasescope.recordfile import read_records
+from phasescope.runfiles import atomic_write_text, read_json
+
+FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
+
+
+@dataclass
+class RunTables:
+    records: object  # pandas.DataFrame
+    phases: object
+    offsets: object
+    task_metrics: object
+
+    def items(self):
+        return {
+            "records": self.records,
+            "phases": self.phases,
+            "offsets": self.offsets,
+            "task_metrics": self.task_metrics,
+        }.items()
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        raise InputError("load_run and export need pandas: pip install 'phasescope[export]'") from None
+    return pandas
+
+
+def _run(run_dir) -> tuple[Path, list[dict], dict]:
+    from phasescope.results import check_sweep_run_dir, current_metrics
+
+    path = Path(run_dir)
+    check_sweep_run_dir(path)
+    records = read_records(path / "records.jsonl").records
+    if not records:
+        raise InputError(f"{path / 'records.jsonl'} holds no records; run the sweep first")
+    return path, records, current_metrics(path)
+
+
+def load_run(run_dir) -> RunTables:
+    """The run's records, per-phase, per-offset and task-metric tables as pandas DataFrames."""
+    pd = _pandas()
+    _, records, metrics = _run(run_dir)
+    offsets = pd.DataFrame(
+        {"offset": metrics["offsets"], "accuracy": metrics["accuracy_by_offset"]},
+    )
+    phase_by_offset = metrics.get("phase_by_offset")
+    if isinstance(phase_by_offset, list) and len(phase_by_offset) == len(offsets):
+        offsets["phase"] = phase_by_offset
+    return RunTables(
+        records=pd.DataFrame([flat_record(r) for r in records]),
+        phases=pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in metrics["phases"]]),
+        offsets=offsets,
+        task_metrics=pd.DataFrame(task_metric_rows(metrics.get("task_metrics") or {}), columns=TASK_COLUMNS),
+    )
+
+
+TASK_COLUMNS = ["task", "metric", "phase", "n", "contents", "value", "ci_low", "ci_high"]
+
+
+def task_metric_rows(per_task: dict) -> list[dict]:
+    rows = []
+    for task, metrics in per_task.items():
+        for metric, summary in metrics.items():
+            for p in summary["phases"]:
+                ci = p["ci"] or [None, None]
+                rows.append(
+                    dict(
+                        zip(
+                            TASK_COLUMNS,
+                            [task, metric, p["phase"], p["n"], p["contents"], p["value"], *ci],
+                            strict=True,
+                        )
+                    )
+                )
+    return rows
+
+
+def flat_record(record: dict) -> dict:
+    """One record as flat columns (nested log-probs, padding and task metrics spread out)."""
+    flat = {}
+    for key, value in record.items():
+        if key == "logprobs":
+            flat |= {f"logprob.{name}": v for name, v in value.items()}
+        elif key == "task_metrics":
+            flat |= {f"metric.{name}": v for name, v in value.items()}
+        elif key == "padding" and isinstance(value, dict):
+            flat |= {f"padding_{name}": v for name, v in value.items()}
+        else:
+            flat[key] = _cell(value)
+    return flat
+
+
+def _cell(value):
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def export(run_dir, fmt: str, out=None) -> list[Path]:
+    """Write the run in ``fmt`` (csv, parquet, jsonl: one file per table in ``out``, default
+    RUN/export; lm-eval: one results JSON, default RUN/lm_eval_results.json). Returns the paths."""
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")
+    if fmt == "lm-eval":
+        path = Path(out) if out else Path(run_dir) / "lm_eval_results.json"
+        _, records, metrics = _run(run_dir)
+        spec = read_json(Path(run_dir) / "spec.json", "sweep spec")
+        atomic_write_text(path, json.dumps(lm_eval_results(records, metrics, spec), indent=2, allow_nan=False))
+        return [path]
+    tables = load_run(run_dir)
+    folder = Path(out) if out else Path(run_dir) / "export"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, frame in tables.items():
+        path = folder / f"{name}.{fmt}"
+        if fmt == "csv":
+            frame.to_csv(path, index=False)
+        elif fmt == "jsonl":
+            frame.to_json(path, orient="records", lines=True)
+        else:
+            try:
+                frame.to_parquet(path, index=False)
+            except ImportError:
+                raise InputError("--format parquet needs pyarrow: pip install 'phasescope[export]'") from None
+        paths.append(path)
+    return paths
+
+
+def lm_eval_results(records: list[dict], metrics: dict, spec: dict) -> dict:
+    """lm-eval's results layout: ``results[task][metric]`` (offset 0: lm-eval's own rendering,
+    with ``METRIC_stderr,FILTER`` as lm-eval computes it), ``phase_results[task][phase][metric]``."""
+    per_task = metrics.get("task_metrics")
+    if not per_task:
+        raise InputError("--format lm-eval: this run holds no lm-eval task metrics (sweep with --probe lm-eval:TASK)")
+    probe = _probe_spec(spec)
+    results, phase_results = {}, {}
+    for task, summaries in per_task.items():
+        results[task] = {"alias": task}
+        phase_results[task] = {}
+        for metric, summary in summaries.items():
+            name, _, filt = metric.partition(",")
+            at_zero = [r["task_metrics"][metric] for r in records if r.get("task") == task and r["offset"] == 0]
+            results[task][metric] = summary["offset_0"]
+            results[task][f"{name}_stderr,{filt}"] = _stderr(at_zero)
+            for p in summary["phases"]:
+                row = phase_results[task].setdefault(str(p["phase"]), {})
+                row[metric], row[f"{name}_ci95,{filt}"], row[f"{name}_n,{filt}"] = p["value"], p["ci"], p["contents"]
+            results[task][f"{name}_phase_gap_pp,{filt}"] = summary["gap_raw_pp"]
+    tasks = probe.get("tasks", {})
+    return {
+        "results": results,
+        "phase_results": phase_results,
+        "versions": {t: tasks.get(t, {}).get("version") for t in per_task},
+        "n-shot": {t: tasks.get(t, {}).get("num_fewshot") for t in per_task},
+        "higher_is_better": {t: tasks.get(t, {}).get("higher_is_better", {}) for t in per_task},
+        "n-samples": {
+            t: {"original": tasks.get(t, {}).get("documents"), "effective": _docs(records, t)} for t in per_task
+        },
+        "config": {
+            "model": spec.get("model"),
+            "phasescope": {"step": metrics.get("step"), "offsets": metrics.get("offsets")},
+        },
+    }
+
+
+def _probe_spec(spec: dict) -> dict:
+    probe = spec.get("probe", {})
+    return probe if isinstance(probe, dict) else {}
+
+
+def _docs(records: list[dict], task: str) -> int:
+    return len({r["content_id"] for r in records if r.get("task") == task})
+
+
+def _stderr(values: list[float]) -> float | None:
+    """lm-eval's ``mean_stderr``: sample standard deviation / sqrt(n)."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))

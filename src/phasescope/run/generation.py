@@ -1,0 +1,95 @@
+"""Greedy generation and a probe's own grading of scored records (lm-eval tasks).
+
+An item may ask for greedy generation after its prompt (``ProbeItem.generate``: at most N
+tokens, a stop test) and for its record to be graded by the probe (``ProbeItem.grade``: record
+and generated ids -> fields merged into the record, e.g. the task's own metrics). Generation is
+plain greedy decoding, one token per step, through whatever the backend offers:
+
+* a logits backend (hf:, a phasescope model, a callable, the phase ensemble): argmax of the
+  last position, the batch right-padded (positions never shift), one forward pass per step;
+* a served model (openai:): one completions request per item, ``temperature 0``, the
+  generated tokens read back as ids.
+"""
+
+from __future__ import annotations
+
+from phasescope.errors import InputError
+from phasescope.probes.base import ProbeItem
+
+PAD_ID = 0
+
+
+def grade_records(model, items: list[ProbeItem], records: list[dict]) -> None:
+    """Generate where asked, then merge each item's grade into its record (in place)."""
+    asked = [i for i, item in enumerate(items) if item.generate is not None]
+    generated: dict[int, list[int]] = {}
+    if asked:
+        outputs = generate(model, [items[i] for i in asked])
+        generated = dict(zip(asked, outputs, strict=True))
+    for i, (item, record) in enumerate(zip(items, records, strict=True)):
+        if item.grade is not None:
+            record.update(item.grade(record, generated.get(i)))
+
+
+def generate(model, items: list[ProbeItem]) -> list[list[int]]:
+    """Greedy continuation ids of every item (its ``generate``: most tokens, stop test)."""
+    from phasescope.backends.logits import LogitsBackend
+    from phasescope.backends.served import ServedModel
+
+    if isinstance(model, LogitsBackend):
+        return _generate_logits(model.logits, items)
+    if isinstance(model, ServedModel):
+        return [_generate_served(model, item) for item in items]
+    raise InputError(
+        f"{type(model).__name__} cannot generate text; generation tasks need an hf:, openai: or local model"
+    )
+
+
+def _generate_logits(logits_fn, items: list[ProbeItem]) -> list[list[int]]:
+    import torch
+
+    outputs: list[list[int]] = [[] for _ in items]
+    running = list(range(len(items)))
+    while running:
+        sequences = [items[i].input_ids + outputs[i] for i in running]
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = torch.tensor(seq)
+        with torch.no_grad():
+            logits = logits_fn(ids)
+        for row, i in enumerate(running):
+            outputs[i].append(int(logits[row, len(sequences[row]) - 1].float().argmax()))
+        running = [i for i in running if not _finished(items[i], outputs[i])]
+    return outputs
+
+
+def _finished(item: ProbeItem, generated: list[int]) -> bool:
+    return len(generated) >= item.generate.max_tokens or item.generate.done(generated)
+
+
+def _generate_served(model, item: ProbeItem) -> list[int]:
+    from phasescope.backends.served import _token_id
+
+    body = {
+        "model": model.model,
+        "prompt": item.input_ids,
+        "max_tokens": item.generate.max_tokens,
+        "temperature": 0.0,
+        "echo": False,
+        "logprobs": 1,
+        "return_tokens_as_token_ids": True,
+    }
+    logprobs = model._post(body)["choices"][0].get("logprobs") or {}
+    tokens = logprobs.get("tokens")
+    if tokens is None:
+        raise InputError(
+            f"{model.url}: the server returned no generated tokens (content {item.content_id}, offset {item.offset}); "
+            "phasescope needs logprobs with return_tokens_as_token_ids (vLLM)"
+        )
+    out: list[int] = []
+    for token in tokens:  # cut where the local loop would stop, so both backends agree
+        out.append(_token_id(token))
+        if item.generate.done(out):
+            break
+    return out

@@ -1,0 +1,204 @@
+"""lm-eval tasks made phase-aware (``--probe lm-eval:TASK``), checked against lm-eval itself.
+
+Two local tasks (tests/data/lm_eval: a multiple-choice YAML task with one few-shot example and
+a generation task with two filters) on a tiny transformers Qwen3: at offset 0 phasescope sends
+exactly lm-eval's tokens, and its acc, acc_norm, exact_match and generations equal what
+``lm_eval.simple_evaluate`` computes on the same model and documents; the served backend gives
+the same records; analyze, export and the lm-eval wrapper ``phasescope-ensemble`` work."""
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # nothing downloads: the tasks read local JSON files
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytest.importorskip("lm_eval")
+
+ROOT = Path(__file__).parent.parent
+TASKS = "tests/data/lm_eval"  # the YAML files name their data relative to the repository root
+OFFSETS = range(8)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny Qwen3 with an EOS token, its phasescope sweep and lm-eval's own evaluation."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+    from transformers import PreTrainedTokenizerFast
+
+    import phasescope
+    from hf_models import tiny_qwen3
+    from test_probes import _word_bpe
+
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=_word_bpe())
+        tokenizer.add_special_tokens({"eos_token": "<|end|>"})
+        model_dir = tiny_qwen3(tmp_path_factory.mktemp("lm") / "model", tokenizer)
+        run = tmp_path_factory.mktemp("lm") / "run"
+        probe = "lm-eval:ps_capitals,ps_phrases"
+        phasescope.sweep(f"hf:{model_dir}", probe, step=4, offsets=OFFSETS, include_path=TASKS, out=run)
+        lm = HFLM(pretrained=str(model_dir), device="cpu", batch_size=8, dtype="float32")
+        manager = TaskManager(include_path=TASKS, include_defaults=False)
+        tasks = ["ps_capitals", "ps_phrases"]
+        lm_eval = simple_evaluate(model=lm, tasks=tasks, task_manager=manager, log_samples=True, bootstrap_iters=0)
+        yield {"model": model_dir, "tokenizer": tokenizer, "run": run, "lm": lm, "lm_eval": lm_eval}
+    finally:
+        os.chdir(old)
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+
+
+def test_offset_zero_is_lm_evals_rendering_token_for_token(setup, monkeypatch):
+    from phasescope.probes.lm_eval_tasks import build_lm_eval_probe
+
+    monkeypatch.chdir(ROOT)
+    probe = build_lm_eval_probe("ps_capitals,ps_phrases", setup["tokenizer"], 4, 0, TASKS)
+    lm = setup["lm"]
+    groups = list(probe.stream(list(OFFSETS), probe.default_samples(), None))
+    assert len(groups) == 24 + 20
+    for doc, group in zip(probe.docs, groups, strict=True):
+        zero = next(it for it in group if it.offset == 0)
+        for inst in doc.instances:
+            context = inst.args[0]
+            if inst.request_type == "generate_until":
+                assert zero.input_ids == lm.tok_encode(context)
+            else:
+                context_ids, continuation = lm._encode_pair(context, inst.args[1])
+                assert zero.input_ids == context_ids
+                assert zero.candidates[str(inst.idx)] == continuation
+        for item in group:  # the padding adds exactly d tokens; each record's phase is its answer's own
+            assert len(item.input_ids) == len(zero.input_ids) + item.offset
+            assert item.input_ids[-len(zero.input_ids) + 1 :] == zero.input_ids[1:]
+
+
+def test_offset_zero_metrics_equal_lm_evals_own(setup):
+    ours = defaultdict(list)
+    generations = {}
+    for r in records(setup["run"]):
+        if r["offset"] == 0:
+            for key, value in r["task_metrics"].items():
+                ours[(r["task"], key)].append(value)
+            if "generation" in r:
+                generations[r["doc_id"]] = r["generation"]
+    theirs = setup["lm_eval"]["results"]
+    for (task, key), values in ours.items():
+        assert sum(values) / len(values) == pytest.approx(theirs[task][key], abs=1e-12), (task, key)
+    assert {k[1] for k in ours if k[0] == "ps_capitals"} == {"acc,none", "acc_norm,none"}
+    assert {k[1] for k in ours if k[0] == "ps_phrases"} == {"exact_match,whole", "exact_match,first-word"}
+    assert 0 < theirs["ps_capitals"]["acc,none"] < 1  # not a trivial agreement
+    for sample in setup["lm_eval"]["samples"]["ps_phrases"]:
+        assert generations[sample["doc_id"]] == sample["resps"][0][0]
+
+
+def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json(setup, tmp_path):
+    from typer.testing import CliRunner
+
+    import phasescope
+    from phasescope.cli import app
+    from phasescope.export import load_run
+
+    metrics = phasescope.analyze(setup["run"], n_resamples=200)
+    acc = metrics["task_metrics"]["ps_capitals"]["acc,none"]
+    assert acc["offset_0"] == pytest.approx(setup["lm_eval"]["results"]["ps_capitals"]["acc,none"])
+    assert [p["phase"] for p in acc["phases"]] == [0, 1, 2, 3] and all(p["ci"] for p in acc["phases"])
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(app, ["export", str(setup["run"]), "--format", "lm-eval", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    for key in ("acc,none", "acc_norm,none"):
+        assert data["results"]["ps_capitals"][key] == pytest.approx(setup["lm_eval"]["results"]["ps_capitals"][key])
+        assert set(data["phase_results"]["ps_capitals"]) == {"0", "1", "2", "3"}
+    result = CliRunner().invoke(app, ["export", str(setup["run"]), "--format", "csv", "--out", str(tmp_path / "t")])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in (tmp_path / "t").iterdir()} == {
+        f"{n}.csv" for n in ("records", "phases", "offsets", "task_metrics")
+    }
+    tables = load_run(setup["run"])
+    assert {"task", "doc_id", "metric.acc,none", "padding_tokens"} <= set(tables.records.columns)
+    assert len(tables.records) == 44 * len(OFFSETS)
+
+
+def test_the_served_backend_gives_the_same_records(setup, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    import phasescope
+    from fake_server import FakeVLLM
+    from phasescope.specs import BackendOptions
+
+    monkeypatch.chdir(ROOT)
+    server = FakeVLLM(AutoModelForCausalLM.from_pretrained(setup["model"]))
+    try:
+        spec = f"openai:{server.url}#tiny"
+        options = BackendOptions(tokenizer=str(setup["model"]))
+        run = tmp_path / "served"
+        phasescope.sweep(
+            spec, "lm-eval:ps_phrases", step=4, offsets=OFFSETS, samples=3, include_path=TASKS, options=options, out=run
+        )
+    finally:
+        server.close()
+    local = {(r["doc_id"], r["offset"]): r for r in records(setup["run"]) if r["task"] == "ps_phrases"}
+    for r in records(run):
+        twin = local[(r["doc_id"], r["offset"])]
+        assert (r["generation"], r["task_metrics"], r["phase"]) == (
+            twin["generation"],
+            twin["task_metrics"],
+            twin["phase"],
+        )
+        assert r["logprob_target"] == pytest.approx(twin["logprob_target"], abs=1e-3)
+
+
+def test_bad_input_is_refused_with_the_reason(setup, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+    from phasescope.probes import ProbeError
+    from phasescope.probes.lm_eval_tasks import build_lm_eval_probe
+
+    monkeypatch.chdir(ROOT)
+    tok = setup["tokenizer"]
+    (tmp_path / "ppl.yaml").write_text(
+        "task: ps_ppl\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {ROOT / TASKS / 'phrases.jsonl'}\n"
+        "output_type: loglikelihood_rolling\ntest_split: test\ndoc_to_text: ''\ndoc_to_target: '{{prefix}}'\n"
+        "metric_list:\n  - metric: word_perplexity\n"
+    )
+    with pytest.raises(ProbeError, match="loglikelihood_rolling is not supported"):
+        build_lm_eval_probe("ps_ppl", tok, 4, 0, str(tmp_path))
+    with pytest.raises(ProbeError, match="no such directory"):
+        build_lm_eval_probe("ps_capitals", tok, 4, 0, str(tmp_path / "missing"))
+    args = ["sweep", "--model", f"hf:{setup['model']}", "--step", "4", "--probe", "lm-eval:ps_capitals"]
+    result = CliRunner().invoke(app, [*args, "--include-path", "nowhere", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "error: --include-path nowhere: no such directory" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_phasescope_ensemble_is_an_lm_eval_model(setup, monkeypatch):
+    import sys
+
+    from lm_eval import simple_evaluate
+    from lm_eval.api.registry import model_registry
+    from lm_eval.tasks import TaskManager
+
+    from phasescope import lm_eval_plugin
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/lm_eval", "--model", "phasescope-ensemble"])
+    lm_eval_plugin.activate()  # what phasescope_lm_eval.pth does when lm-eval's command line starts
+    assert "phasescope-ensemble" in model_registry and "hf" in model_registry
+    out = simple_evaluate(
+        model="phasescope-ensemble",
+        model_args=f"base=hf,pretrained={setup['model']},step=4",
+        tasks=["ps_capitals"],
+        task_manager=TaskManager(include_path=TASKS, include_defaults=False),
+        limit=6,
+        bootstrap_iters=0,
+    )
+    assert 0 <= out["results"]["ps_capitals"]["acc,none"] <= 1
