@@ -16,9 +16,9 @@ import torch
 
 import phasescope
 from phasescope.api import build_probe, resolve_model
+from phasescope.backends.scoring import PAD_ID
 from phasescope.demo import ASSETS
 from phasescope.run.orchestrator import _batches
-from phasescope.run.scoring import PAD_ID
 
 
 def bare_forwards(model, items, batch_size: int) -> float:

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 import phasescope
-from phasescope.backends import LoadedModel, from_callable
+from phasescope.backends import from_callable
+from phasescope.backends.base import Backend, ModelInfo
+from phasescope.backends.logits import LogitsBackend
 from phasescope.errors import InputError
 from phasescope.run.ensemble import combine, pad_token, phase_ensemble, shifted_copies
 from test_sweep import TASK, planted_model
@@ -48,12 +50,14 @@ def test_the_ensemble_removes_a_planted_boundary_gap():
 
 
 def test_pad_token_and_refusals():
-    native = LoadedModel(logits=lambda ids: ids, vocab_size=75, task=TASK.to_dict())
+    native = LogitsBackend(ModelInfo(vocab_size=75, task=TASK.to_dict()), lambda ids: ids)
     assert pad_token(native) == int(TASK.filler_ids[0])
     with pytest.raises(InputError, match="ensemble_pad_id"):
-        pad_token(LoadedModel(logits=lambda ids: ids, vocab_size=75))
+        pad_token(LogitsBackend(ModelInfo(vocab_size=75), lambda ids: ids))
+    served = Backend()
+    served.info = ModelInfo(vocab_size=75)
     with pytest.raises(InputError, match="logits here"):
-        phase_ensemble(LoadedModel(logits=None, vocab_size=75), 4, 1)
+        phase_ensemble(served, 4, 1)
     with pytest.raises(InputError, match="step >= 2"):
         phase_ensemble(native, 1, 1)
 

@@ -11,12 +11,12 @@ import torch
 
 import phasescope
 from phasescope.backends import from_callable
+from phasescope.backends import logits as logits_backend
 from phasescope.backends.hf import HFSession
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
 from phasescope.probes import KVRetrievalProbe, KVRetrievalSpec, ProbeError
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
-from phasescope.run import orchestrator
 from test_probes import _word_bpe
 from test_sweep import TASK
 
@@ -133,7 +133,7 @@ def test_the_per_offset_splice_check_agrees_with_a_full_round_trip():
 def test_multi_token_candidates_from_the_prompt_cache_equal_plain_forwards(tmp_path, monkeypatch):
     from hf_models import tiny_qwen3, word_tokenizer
 
-    monkeypatch.setattr(orchestrator, "LONG_PROMPT", 0)  # use the cache path at test sizes
+    monkeypatch.setattr(logits_backend, "LONG_PROMPT", 0)  # use the cache path at test sizes
     monkeypatch.setattr(HFSession, "chunk", 7)  # and read long inputs in chunks, as at 128K
     tok = word_tokenizer()
     hf = f"hf:{tiny_qwen3(tmp_path / 'm', tok)}"
@@ -172,7 +172,7 @@ def test_a_sweep_holds_one_batch_of_contents_not_the_whole_sweep():
         return torch.zeros(ids.shape[0], ids.shape[1], 700)
 
     model = from_callable(logits, vocab_size=700, step=4)
-    model.tokenizer = tok
+    model.info.tokenizer = tok
 
     def peak(samples):
         tracemalloc.start()

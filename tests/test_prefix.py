@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import phasescope
+from phasescope.backends.prefix import common_prefix, shared_length
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
-from phasescope.run.prefix import common_prefix, shared_length
 from test_sweep import TASK
 
 

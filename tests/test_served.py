@@ -88,7 +88,7 @@ def test_missing_logprobs_and_changed_ids_are_refused(served, fault, phrase):
 
 def test_bad_served_specs_are_refused(served):
     server, directory = served
-    with pytest.raises(InputError, match="--tokenizer DIR is required"):
+    with pytest.raises(InputError, match="--tokenizer is required"):
         phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1)
     with pytest.raises(InputError, match="expected openai:"):
         phasescope.sweep("openai:localhost:8000", step=4, samples=1, options=options(directory))

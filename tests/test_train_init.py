@@ -86,8 +86,10 @@ def test_init_from_names_a_directory_or_a_shipped_recipe(tmp_path):
         resolve_init("tiny-full", 77)
     with pytest.raises(InputError, match="neither a recipe name nor a model directory"):
         resolve_init(str(tmp_path), 0)
-    with pytest.raises(InputError, match="is a transformers model"):
+    with pytest.raises(InputError, match="is a recipe of arch=hf-deepseek-v4; this run's arch is phasescope"):
         resolve_init("hf-deepseek-v4-tiny", 1)
+    with pytest.raises(InputError, match="is a recipe of arch=phasescope; this run's arch is hf-deepseek-v4"):
+        resolve_init("tiny-full", 0, arch="hf-deepseek-v4")
 
 
 def quick(*extra):
@@ -164,7 +166,6 @@ def test_random_align_changes_training_but_not_the_evaluated_model(tmp_path):
     [
         ("tiny-full", "random_align=true", "full-attention scheme"),
         ("hf-deepseek-v4-tiny", "random_align=true", "arch=hf-deepseek-v4"),
-        ("hf-deepseek-v4-tiny", "init_from=tiny-full", "arch=hf-deepseek-v4"),
     ],
 )
 def test_config_refuses_what_the_architecture_cannot_do(recipe, edit, message):

@@ -4,11 +4,13 @@ Importing the package is cheap; submodules (``phasescope.kv``, ``phasescope.mode
 when used.
 """
 
-__version__ = "0.1.0"
+from phasescope.version import __version__
+
+__all__ = ["__version__", "analyze", "compare", "load_run", "report", "sweep"]
 
 
 def __getattr__(name: str):
-    """``phasescope.sweep`` / ``analyze`` / ``report`` / ``compare`` load torch only when first used."""
+    """``phasescope.sweep`` loads torch when first used; ``analyze`` / ``report`` / ``compare`` never do."""
     if name in ("sweep", "analyze", "report", "compare"):
         from phasescope import api
 

@@ -43,5 +43,16 @@ def read_json_value(path: Path, what: str, fix: str = ""):
 
 
 def differing_keys(saved: dict, current: dict, ignore: tuple[str, ...] = ()) -> list[str]:
-    """Top-level keys whose values differ between a saved JSON config and the current one."""
-    return sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k) and k not in ignore)
+    """The keys whose values differ between a saved JSON config and the current one; inside a
+    section present in both, the differing keys below it (``sweep.backend.compress``), so the
+    message names the setting that changed."""
+    out = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if key in ignore or old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            out += [f"{key}.{inner}" for inner in differing_keys(old, new)]
+        else:
+            out.append(key)
+    return out

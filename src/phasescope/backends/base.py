@@ -1,83 +1,120 @@
-"""Backends turn a model into ``input_ids [B,T] -> logits [B,T,V]`` plus what it knows about
-its own compression geometry. One base class, one file per backend, a registry keyed by the
-model spec's prefix (``hf:``, a phasescope directory, ...): DESIGN.md §4."""
+"""A backend is a loaded model that scores probe items (the lm-evaluation-harness shape): what
+it knows about itself (``ModelInfo``) and ``score(items) -> results``. One base class, one
+file per kind of model spec (``hf:``, ``openai:``, a phasescope directory), a lazy registry
+keyed by the spec's prefix (``phasescope.backends``): docs/design.md, "Layers".
+
+A result is ``{"greedy": bool, "logprob_target": float, "logprobs": {candidate: float}}``:
+``greedy`` says whether greedy decoding reproduces the target's tokens; whether the item is
+*correct* is decided once, by ``probes.base.judge`` (greedy, or the highest log-prob for
+multiple choice).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import ClassVar
-
-import torch
+from dataclasses import dataclass, field
 
 from phasescope.errors import InputError
+from phasescope.probes.base import ProbeItem
+from phasescope.specs import BackendOptions, ModelGeometry
 
-LogitsFn = Callable[[torch.Tensor], torch.Tensor]
-DTYPES = ("float32", "bfloat16", "float16")
+__all__ = ["Backend", "BackendOptions", "ModelInfo", "ScoringPlan", "check_device", "load_tokenizer"]
 
 
 @dataclass
-class LoadedModel:
-    logits: LogitsFn | None  # None for a served model, which scores whole items (``score``)
+class ModelInfo:
+    """What a loaded model knows about itself."""
+
     vocab_size: int | None
-    step: int | None = None  # compression step the model's config declares (None: not compressed)
-    align: int = 0
-    window: int | None = None
-    local: int | None = None  # raw local window L of the compressed layers (None: not compressed / unknown)
-    fingerprint: str = ""
-    task: dict | None = None  # the retrieval task the model was trained on, when known
+    geometry: ModelGeometry = field(default_factory=ModelGeometry)  # step None: not compressed
+    fingerprint: str = ""  # weights (and options that change logits): a resume with others is refused
+    task: dict | None = None  # the retrieval task a phasescope model was trained on
     description: str = ""
-    tokenizer: object | None = None  # for probes written in text (HF models)
+    tokenizer: object | None = None  # for probes written in text
     bos_id: int | None = None  # prepended by text probes when the model expects it
     max_len: int | None = None  # longest sequence the model accepts (None: unknown)
-    score: Callable | None = None  # items -> results, for backends without local logits (served models)
-    prefix_session: object | None = None  # prefill(ids) -> state; extend(state, ids, start) -> logits (run.prefix)
-    module: object | None = None  # the torch module behind ``logits`` when it lives here (head ablation hooks it)
+    callable_only: bool = False  # a bare Python callable: it can declare nothing about itself
 
 
 @dataclass(frozen=True)
-class BackendOptions:
-    """What a user may say about how to load a model (CLI options of `sweep`)."""
+class ScoringPlan:
+    """What the sweep tells a backend before scoring: the phase geometry (where a shared prefix
+    may be cut), the batch size, and what the first pass learned about the items."""
 
-    dtype: str = "float32"
-    device: str = "cpu"
-    trust_remote_code: bool = False
-    compress: str = "none"  # hf: post-hoc compression, e.g. mean:s=4,w=4,L=128 (phasescope.kv.posthoc)
-    tokenizer: str | None = None  # openai: the model's tokenizer directory (prompts are sent as ids)
-    concurrency: int = 8  # openai: requests in flight
-    timeout: float = 120.0  # openai: seconds per request
-    retries: int = 4  # openai: retries after a 5xx answer, a dropped connection or unreadable JSON
-    backoff: float = 1.0  # openai: seconds before the first retry, doubled each time
-    api_key_env: str = "OPENAI_API_KEY"  # openai: environment variable holding the key (never stored)
-
-    def __post_init__(self) -> None:
-        from phasescope.kv.posthoc import parse_compress
-
-        parse_compress(self.compress)  # refuses a bad scheme before any model loads
-        if self.concurrency < 1 or self.retries < 0 or not self.timeout > 0 or self.backoff < 0:
-            raise InputError("--concurrency >= 1, --retries >= 0, --timeout > 0 and backoff >= 0 are required")
-        if self.dtype not in DTYPES:
-            raise InputError(f"--dtype {self.dtype!r} is invalid; allowed: {' | '.join(DTYPES)}")
-        try:
-            torch.device(self.device)
-        except RuntimeError:
-            raise InputError(f"--device {self.device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from None
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return getattr(torch, self.dtype)
+    step: int
+    align: int
+    batch_size: int
+    prefix_reuse: bool = True
+    single_token: bool = True  # every candidate of every item is one token
+    longest: int = 0  # tokens of the longest prompt + candidate
 
 
 class Backend:
-    """A kind of model spec. ``prefix``: the spec starts with it (empty: a bare path)."""
+    """A loaded model. Subclasses define ``score``; ``batches`` and ``cost`` have defaults."""
 
-    name: ClassVar[str]
-    prefix: ClassVar[str]
-    summary: ClassVar[str]
-    example: ClassVar[str]
+    info: ModelInfo
+    plan: ScoringPlan | None = None
 
-    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
+    def prepare(self, plan: ScoringPlan) -> None:
+        self.plan = plan
+
+    def reuses_cache(self) -> bool:
+        """Whether batches are read through a cache shared by a content's offsets (logits backends)."""
+        return False
+
+    def batches(self, chunk: list[ProbeItem]) -> list[list[ProbeItem]]:
+        """A chunk (some contents, every offset and variant) cut into scoring batches: one offset
+        and variant at a time, ``batch_size`` items each (a resumed run cuts the same batches)."""
+        return plain_batches(chunk, self.plan.batch_size)
+
+    def score(self, items: list[ProbeItem]) -> list[dict]:
+        """One result per item, in order (see the module docstring)."""
         raise NotImplementedError
+
+    def cost(self, records: int, sequences: int, candidates: int) -> dict:
+        """What scoring costs, for --dry-run: ``sequences`` = records (single-token candidates) or
+        ``candidates`` ((item, candidate) pairs)."""
+        return {"forward_passes": -(-sequences // self.plan.batch_size)}
+
+    @property
+    def description(self) -> str:
+        return self.info.description
+
+
+def item_key(item: ProbeItem) -> tuple:
+    return (item.content_id, item.offset, item.variant)
+
+
+def by_offset(items: list[ProbeItem]) -> list[ProbeItem]:
+    return sorted(items, key=lambda it: (it.offset, it.variant, it.content_id))
+
+
+def plain_batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
+    """Items sorted by (offset, variant, content), cut where the offset or variant changes or a
+    batch is full."""
+    batches, current = [], []
+    for item in by_offset(items):
+        if current and (len(current) == batch_size or item_key(current[0])[1:] != item_key(item)[1:]):
+            batches.append(current)
+            current = []
+        current.append(item)
+    return batches + ([current] if current else [])
+
+
+def check_device(device: str) -> None:
+    """InputError when ``device`` is not a torch device this torch build can use."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"--device {device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(
+            f"--device {device}: this torch build has no CUDA (or no GPU is visible); use --device cpu, or install "
+            "a CUDA build of torch"
+        )
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"--device {device}: MPS is not available here; use --device cpu")
 
 
 def load_tokenizer(spec: str):

@@ -14,21 +14,22 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from phasescope.backends.base import Backend, BackendOptions, LoadedModel, load_tokenizer
+from phasescope.backends.base import BackendOptions, ModelInfo, check_device, load_tokenizer
+from phasescope.backends.logits import LogitsBackend
 from phasescope.backends.native import fingerprint_files
 from phasescope.errors import InputError
 from phasescope.kv.posthoc import compressed_attention, parse_compress
 from phasescope.runfiles import read_json
+from phasescope.specs import ModelGeometry
+
+PREFIX = "hf:"
+SUMMARY = "a local transformers causal LM directory (config.json + safetensors); no downloads"
+EXAMPLE = "hf:models/qwen3-tiny"
+V4_CHUNK = 256  # tokens per call for DeepSeek-V4 (16K tokens: 7.9 s at 256, 31 s at 2048; benchmarks/niah.py)
 
 
-class HFBackend(Backend):
-    name = "hf"
-    prefix = "hf:"
-    summary = "a local transformers causal LM directory (config.json + safetensors); no downloads"
-    example = "hf:models/qwen3-tiny"
-
-    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
-        return load_hf(spec[len(self.prefix) :], options)
+def load(spec: str, options: BackendOptions) -> LogitsBackend:
+    return load_hf(spec[len(PREFIX) :], options)
 
 
 def load_hf_module(path: str | Path, options: BackendOptions | None = None):
@@ -38,6 +39,7 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
     options = options or BackendOptions()
     trust_remote_code = options.trust_remote_code
     path = Path(path)
+    check_device(options.device)
     if not (path / "config.json").exists():
         raise InputError(f"hf:{path} is not a transformers model directory (no config.json)")
     from transformers.utils import logging as hf_logging
@@ -59,47 +61,61 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
     return config, model.eval()
 
 
-def load_hf(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
+def load_hf(path: str | Path, options: BackendOptions | None = None) -> LogitsBackend:
     options = options or BackendOptions()
     path = Path(path)
     config, model = load_hf_module(path, options)
-    meta = read_json(path / "phasescope.json", "phasescope metadata") if (path / "phasescope.json").exists() else {}
-    geometry = meta.get("compression") or _geometry_from_config(config)
-    if not isinstance(geometry, dict):
-        raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {geometry!r}")
-
     scheme = parse_compress(options.compress)
+    geometry = _declared_geometry(path, config, scheme, options.compress)
     logits = _logits_fn(model, options.device, scheme)
-
     check_causal(logits, config.vocab_size, f"hf:{path}")
     # a transformers cache continues exactly -- DeepSeek-V4's too (its compressor keeps the
     # partial window and the overlap series), up to top-k ties in its indexer (tests/
-    # test_real_tokenizers.py); post-hoc compression has no cache and is scored whole
+    # test_real_tokenizers.py); post-hoc compression has no cache and is scored whole.
     # DeepSeek-V4 in transformers masks every compressed entry for every query of a call: short
     # calls are ~4x faster there (docs/performance.md); a plain cache reads 2048 tokens a call
     chunk = V4_CHUNK if _geometry_from_config(config) else HFSession.chunk
     session = HFSession(model, options.device, chunk) if scheme is None else None
-    if scheme is not None:  # the geometry is the one imposed, whatever the config says
-        geometry = {"step": scheme.step, "window": scheme.window, "align": scheme.align, "local": scheme.local}
-
     tokenizer = _tokenizer(path, options)
-    weights = sorted(path.glob("*.safetensors"))
-    return LoadedModel(
-        logits=logits,
+    meta = _metadata(path)
+    info = ModelInfo(
         vocab_size=config.vocab_size,
-        step=geometry.get("step"),
-        align=geometry.get("align", 0),
-        window=geometry.get("window"),
-        local=geometry.get("local"),
-        fingerprint=fingerprint_files(weights) + _behaviour(options),
+        geometry=geometry,
+        fingerprint=fingerprint_files(sorted(path.glob("*.safetensors"))) + _behaviour(options),
         task=meta.get("task"),
         description=f"hf:{path}" + ("" if scheme is None else f" --compress {options.compress}"),
         tokenizer=tokenizer,
         bos_id=getattr(tokenizer, "bos_token_id", None),
         max_len=getattr(config, "max_position_embeddings", None),
-        prefix_session=session,
-        module=model,
     )
+    return LogitsBackend(info, logits, session, model)
+
+
+def _metadata(path: Path) -> dict:
+    """phasescope.json (written by phasescope's HF export), or {}."""
+    meta_path = path / "phasescope.json"
+    return read_json(meta_path, "phasescope metadata") if meta_path.exists() else {}
+
+
+def _declared_geometry(path: Path, config, scheme, compress: str) -> ModelGeometry:
+    """The compression the model runs with: imposed by --compress, from phasescope.json, or from
+    a DeepSeek-V4 config; none for a plain transformers model."""
+    own = _geometry_from_config(config)
+    if scheme is not None:
+        if own:
+            raise InputError(
+                f"hf:{path} compresses its own cache (DeepSeek-V4: s = {own['step']}, w = {own['window']}, from "
+                f"config.json); --compress {compress} would compress on top of it: drop --compress"
+            )
+        return ModelGeometry(scheme.step, scheme.window, scheme.align, scheme.local, "--compress")
+    meta = _metadata(path).get("compression")
+    if meta is not None and not isinstance(meta, dict):
+        raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {meta!r}")
+    geometry, source = (meta, "phasescope.json") if meta else (own, "config.json")
+    if not geometry:
+        return ModelGeometry()
+    keys = ("step", "window", "align", "local")
+    return ModelGeometry(**{k: geometry.get(k, 0 if k == "align" else None) for k in keys}, source=source)
 
 
 def _tokenizer(path: Path, options: BackendOptions):
@@ -111,9 +127,6 @@ def _tokenizer(path: Path, options: BackendOptions):
 
         return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=options.trust_remote_code)
     return None
-
-
-V4_CHUNK = 256  # tokens per call for DeepSeek-V4 (16K tokens: 7.9 s at 256, 31 s at 2048; benchmarks/niah.py)
 
 
 class HFSession:
@@ -173,25 +186,22 @@ def _behaviour(options: BackendOptions) -> str:
     )
 
 
-def from_pretrained_model(model, options: BackendOptions | None = None) -> LoadedModel:
+def from_pretrained_model(model, options: BackendOptions | None = None) -> LogitsBackend:
     """An in-memory transformers causal LM (Python API): geometry from its config, no tokenizer."""
     options = options or BackendOptions()
     model = model.eval().to(options.device)
     logits = _logits_fn(model, options.device)
-
     config = model.config
     check_causal(logits, config.vocab_size, type(model).__name__)
-    geometry = _geometry_from_config(config)
-    return LoadedModel(
-        logits=logits,
+    own = _geometry_from_config(config)
+    geometry = ModelGeometry(own["step"], own["window"], 0, own["local"], "config") if own else ModelGeometry()
+    info = ModelInfo(
         vocab_size=config.vocab_size,
-        step=geometry.get("step"),
-        window=geometry.get("window"),
-        local=geometry.get("local"),
+        geometry=geometry,
         description=f"in-memory {type(model).__name__}",
         max_len=getattr(config, "max_position_embeddings", None),
-        module=model,
     )
+    return LogitsBackend(info, logits, module=model)
 
 
 def check_causal(logits_fn, vocab_size: int, name: str) -> None:

@@ -1,4 +1,4 @@
-"""A phasescope model directory (``phasescope train`` output) or an in-memory callable."""
+"""A phasescope model directory (``phasescope train`` output), or an in-memory ``Decoder``."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ from pathlib import Path
 
 import torch
 
-from phasescope.backends.base import Backend, BackendOptions, LoadedModel, load_tokenizer
+from phasescope.backends.base import BackendOptions, ModelInfo, check_device, load_tokenizer
+from phasescope.backends.logits import LogitsBackend
 from phasescope.errors import InputError
 from phasescope.kv.cache import KVCache
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
 from phasescope.runfiles import read_json
+from phasescope.specs import ModelGeometry
+
+PREFIX = ""  # a bare path
+SUMMARY = "a directory written by `phasescope train` (model.safetensors + model_config.json)"
+EXAMPLE = "runs/s4"
 
 
 def fingerprint_files(paths: list[Path]) -> str:
@@ -36,28 +42,20 @@ def from_decoder(
     task: dict | None = None,
     description: str = "",
     options: BackendOptions | None = None,
-) -> LoadedModel:
+) -> LogitsBackend:
     compressed = [layer for layer in model.cfg.layers if layer.compressed]
-    geometry = compressed[0] if compressed else None
     options = options or BackendOptions()
     model = model.to(device=options.device, dtype=options.torch_dtype)
 
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return model(ids.to(options.device)).float().cpu()
 
-    return LoadedModel(
-        logits=logits,
-        prefix_session=DecoderSession(model, options.device),
-        vocab_size=model.cfg.vocab_size,
-        step=geometry.step if geometry else None,
-        align=geometry.align if geometry else 0,
-        window=geometry.window if geometry else None,
-        local=max(layer.local for layer in compressed) if compressed else None,
-        fingerprint=fingerprint,
-        task=task,
-        description=description,
-        module=model,
-    )
+    geometry = ModelGeometry()
+    if compressed:
+        first, local = compressed[0], max(layer.local for layer in compressed)
+        geometry = ModelGeometry(first.step, first.window, first.align, local, "the model's config")
+    info = ModelInfo(model.cfg.vocab_size, geometry, fingerprint, task, description)
+    return LogitsBackend(info, logits, DecoderSession(model, options.device), model)
 
 
 class DecoderSession:
@@ -91,7 +89,7 @@ def read_task(path: str | Path) -> dict | None:
     return task
 
 
-def load_native(path: str | Path, options: BackendOptions | None = None) -> LoadedModel:
+def load_native(path: str | Path, options: BackendOptions | None = None) -> LogitsBackend:
     path = Path(path)
     model = load_model_dir(path)
     task = read_task(path)
@@ -101,49 +99,20 @@ def load_native(path: str | Path, options: BackendOptions | None = None) -> Load
     return from_decoder(model, fingerprint, task, f"phasescope model {path}", options)
 
 
-def from_callable(
-    fn,
-    vocab_size: int | None = None,
-    step: int | None = None,
-    align: int = 0,
-    window: int | None = None,
-    local: int | None = None,
-) -> LoadedModel:
-    """Any ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])`` callable; ``local`` is
-    its raw window L (probes then keep the needle beyond it)."""
-    if isinstance(fn, Decoder):
-        return from_decoder(fn)
-    return LoadedModel(
-        logits=fn,
-        vocab_size=vocab_size,
-        step=step,
-        align=align,
-        window=window,
-        local=local,
-        description=repr(fn)[:80],
-        module=fn if isinstance(fn, torch.nn.Module) else None,
-    )
-
-
-class NativeBackend(Backend):
-    name = "phasescope"
-    prefix = ""
-    summary = "a directory written by `phasescope train` (model.safetensors + model_config.json)"
-    example = "runs/s4"
-
-    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
-        path = Path(spec)
-        if not path.exists():
-            raise InputError(f"model directory {spec!r} does not exist")
-        if not (path / "model_config.json").exists():
-            raise InputError(
-                f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
-                "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
-            )
-        if options.compress != "none":
-            raise InputError("--compress is for hf: models; a phasescope model has its own compression scheme")
-        loaded = load_native(path, options)
-        if options.tokenizer:  # text probes on a model trained with this tokenizer's ids
-            loaded.tokenizer = load_tokenizer(options.tokenizer)
-            loaded.bos_id = loaded.tokenizer.bos_token_id
-        return loaded
+def load(spec: str, options: BackendOptions) -> LogitsBackend:
+    path = Path(spec)
+    if not path.exists():
+        raise InputError(f"model directory {spec!r} does not exist")
+    if not (path / "model_config.json").exists():
+        raise InputError(
+            f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "
+            "pass the --out directory of `phasescope train`, or hf:DIR for a local transformers model"
+        )
+    if options.compress != "none":
+        raise InputError("--compress is for hf: models; a phasescope model has its own compression scheme")
+    check_device(options.device)
+    loaded = load_native(path, options)
+    if options.tokenizer:  # text probes on a model trained with this tokenizer's ids
+        loaded.info.tokenizer = load_tokenizer(options.tokenizer)
+        loaded.info.bos_id = loaded.info.tokenizer.bos_token_id
+    return loaded

@@ -19,14 +19,18 @@ written to the run directory.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from phasescope.backends.base import Backend, BackendOptions, LoadedModel, load_tokenizer
+from phasescope.backends.base import Backend, BackendOptions, ModelInfo, load_tokenizer
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 
+PREFIX = "openai:"
+SUMMARY = "an OpenAI-compatible completions server (vLLM), prompts sent as token ids; needs --tokenizer"
+EXAMPLE = "openai:http://localhost:8000/v1#MODEL"
 TOKEN_PREFIX = "token_id:"
 
 
@@ -34,18 +38,22 @@ class FastPathUnavailable(Exception):
     """The server ignores ``logprob_token_ids``: fall back to one request per candidate."""
 
 
-class ServedModel:
-    def __init__(self, url: str, model: str, options: BackendOptions):
+class ServedModel(Backend):
+    def __init__(self, url: str, model: str, options: BackendOptions, info: ModelInfo):
         import httpx
 
-        self.url, self.model, self.options = url.rstrip("/"), model, options
+        self.url, self.model, self.options, self.info = url.rstrip("/"), model, options, info
         key = os.environ.get(options.api_key_env, "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(headers=headers, timeout=options.timeout)
         self.fast: bool | None = None  # logprob_token_ids: None untried, True works, False unsupported
 
+    def cost(self, records: int, sequences: int, candidates: int) -> dict:
+        """One request per item with logprob_token_ids (single-token candidates), else per candidate."""
+        return {"requests": sequences, "requests_without_logprob_token_ids": candidates}
+
     def score(self, items: list[ProbeItem]) -> list[dict]:
-        """One result per item: correct, logprob_target, logprobs (as ``run.scoring``)."""
+        """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``)."""
         if self.fast is not False and all(len(c) == 1 for it in items for c in it.candidates.values()):
             try:
                 with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
@@ -59,12 +67,12 @@ class ServedModel:
         jobs = [(item, name, tokens) for item in items for name, tokens in item.candidates.items()]
         with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
             answers = list(pool.map(lambda job: self._candidate(*job), jobs))
-        results = {id(item): {"logprobs": {}, "correct": False} for item in items}
+        results = {id(item): {"logprobs": {}, "greedy": False} for item in items}
         for (item, name, _), (logprob, greedy) in zip(jobs, answers, strict=True):
             result = results[id(item)]
             result["logprobs"][name] = logprob
             if name == item.target:
-                result["correct"], result["logprob_target"] = greedy, logprob
+                result["greedy"], result["logprob_target"] = greedy, logprob
         return [results[id(item)] for item in items]
 
     def _item_fast(self, item: ProbeItem) -> dict:
@@ -73,14 +81,33 @@ class ServedModel:
         sent = item.input_ids
         wanted = sorted({tokens[0] for tokens in item.candidates.values()})
         body = self._body(sent) | {"logprob_token_ids": wanted}
-        logprobs = self._post(body)["choices"][0].get("logprobs") or {}
+        logprobs = self._choice(self._post(body), item).get("logprobs") or {}
         echoed, tops = self._checked(logprobs, sent, item)
         top = tops[len(sent)] if len(tops) > len(sent) else None
         if not top or any(f"{TOKEN_PREFIX}{t}" not in top for t in wanted) or len(echoed) <= len(sent):
             raise FastPathUnavailable
-        scores = {name: float(top[f"{TOKEN_PREFIX}{tokens[0]}"]) for name, tokens in item.candidates.items()}
+        at_answer = {name: top[f"{TOKEN_PREFIX}{tokens[0]}"] for name, tokens in item.candidates.items()}
+        scores = {name: self._logprob(value, item) for name, value in at_answer.items()}
         greedy = _token_id(echoed[len(sent)]) == item.candidates[item.target][0]
-        return {"correct": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+        return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+
+    def _choice(self, answer: dict, item: ProbeItem) -> dict:
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise InputError(
+                f"{self.url}: the server answered without choices (content {item.content_id}, offset {item.offset}): "
+                "it is not an OpenAI-compatible /completions endpoint, or it failed; check the server's log"
+            )
+        return choices[0]
+
+    def _logprob(self, value, item: ProbeItem) -> float:
+        """A log-probability as the server sent it, refused unless finite and <= 0."""
+        if not isinstance(value, (int, float)) or math.isnan(value) or value > 1e-6 or value == math.inf:
+            raise InputError(
+                f"{self.url}: the server returned the log-probability {value!r} (content {item.content_id}, offset "
+                f"{item.offset}); a log-probability is a finite number <= 0: the server or model is broken"
+            )
+        return float(value)
 
     def _body(self, prompt: list[int]) -> dict:
         return {
@@ -113,11 +140,11 @@ class ServedModel:
 
     def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
         sent = item.input_ids + tokens
-        logprobs = self._post(self._body(sent))["choices"][0].get("logprobs") or {}
+        logprobs = self._choice(self._post(self._body(sent)), item).get("logprobs") or {}
         _, tops = self._checked(logprobs, sent, item)
         values = logprobs["token_logprobs"]
         at = range(item.answer_pos, item.answer_pos + len(tokens))
-        logprob = float(sum(values[i] for i in at))
+        logprob = float(sum(self._logprob(values[i], item) for i in at))
         greedy = all(_token_id(max(tops[i], key=tops[i].get)) == sent[i] for i in at)
         return logprob, greedy
 
@@ -158,26 +185,21 @@ def _token_id(token: str) -> int:
     return int(token[len(TOKEN_PREFIX) :])
 
 
-class ServedBackend(Backend):
-    name = "openai"
-    prefix = "openai:"
-    summary = "an OpenAI-compatible completions server (vLLM), prompts sent as token ids; needs --tokenizer DIR"
-    example = "openai:http://localhost:8000/v1#MODEL"
-
-    def load(self, spec: str, options: BackendOptions) -> LoadedModel:
-        url, _, model = spec[len(self.prefix) :].partition("#")
-        if not url.startswith(("http://", "https://")) or not model:
-            raise InputError(f"model spec {spec!r}: expected openai:http(s)://HOST[:PORT]/v1#MODEL")
-        if not options.tokenizer:
-            raise InputError(f"{spec}: --tokenizer DIR is required (prompts are tokenized here and sent as ids)")
-        tokenizer = load_tokenizer(options.tokenizer)
-        served = ServedModel(url, model, options)
-        return LoadedModel(
-            logits=None,
-            score=served.score,
-            vocab_size=len(tokenizer),
-            fingerprint=f"served:{url}#{model}",
-            description=f"openai:{url}#{model}",
-            tokenizer=tokenizer,
-            bos_id=tokenizer.bos_token_id,
+def load(spec: str, options: BackendOptions) -> ServedModel:
+    url, _, model = spec[len(PREFIX) :].partition("#")
+    if not url.startswith(("http://", "https://")) or not model:
+        raise InputError(f"model spec {spec!r}: expected openai:http(s)://HOST[:PORT]/v1#MODEL")
+    if not options.tokenizer:
+        raise InputError(
+            f"{spec}: --tokenizer is required (prompts are tokenized here and sent as ids): the served model's "
+            "tokenizer directory, or deepseek-v4 / qwen3"
         )
+    tokenizer = load_tokenizer(options.tokenizer)
+    info = ModelInfo(
+        vocab_size=len(tokenizer),
+        fingerprint=f"served:{url}#{model}",
+        description=f"openai:{url}#{model}",
+        tokenizer=tokenizer,
+        bos_id=tokenizer.bos_token_id,
+    )
+    return ServedModel(url, model, options, info)

@@ -35,17 +35,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from phasescope.inspect.slot_stats import slot_phase, summarise_rows
 from phasescope.kv.compressor import gather_windows
 from phasescope.kv.config import PAD_END, head_entry_ends
 from phasescope.kv.poolers.base import masked_softmax
 from phasescope.kv.poolers.channel_gate import upcast
 
 SOFTMAX_POOLERS = ("mean", "scalar_gate", "channel_gate", "channel_gate_nobias")
-
-
-def slot_phase(slot: int, step: int, window: int) -> int:
-    """Phase (DESIGN.md §2) of window slot ``slot`` (0 = oldest), for every head and align."""
-    return (slot - window) % step
 
 
 def learned_preferences(pooler) -> list[list[float]] | None:
@@ -125,13 +121,6 @@ def record_slot_weights(model) -> Iterator[SlotRecorder]:
             handle.remove()
 
 
-def _bootstrap(rows: np.ndarray, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """rows [R, w] -> percentile 95% interval of the row mean, each [w]."""
-    idx = rng.integers(0, len(rows), size=(n, len(rows)))
-    means = rows[idx].mean(axis=1)
-    return np.percentile(means, 2.5, axis=0), np.percentile(means, 97.5, axis=0)
-
-
 def effective_preferences(
     model, input_ids: torch.Tensor, batch_size: int = 16, seed: int = 0, n_resamples: int = 1000
 ) -> dict[int, dict]:
@@ -148,19 +137,6 @@ def effective_preferences(
         recorder_rows = rec.rows
     rng = np.random.default_rng(seed)
     return {layer: summarise_rows(chunks, rng, n_resamples) for layer, chunks in recorder_rows.items()}
-
-
-def summarise_rows(chunks: list[np.ndarray], rng: np.random.Generator, n_resamples: int) -> dict:
-    """Per-row slot weights (chunks of [rows, Hk, w]) -> {"mean","std","ci_low","ci_high": [Hk][w], "n_rows"}."""
-    rows = np.concatenate(chunks)  # [R, Hk, w]
-    lo, hi = zip(*(_bootstrap(rows[:, h], rng, n_resamples) for h in range(rows.shape[1])), strict=True)
-    return {
-        "mean": rows.mean(axis=0).tolist(),
-        "std": rows.std(axis=0, ddof=1 if len(rows) > 1 else 0).tolist(),
-        "ci_low": np.stack(lo).tolist(),
-        "ci_high": np.stack(hi).tolist(),
-        "n_rows": int(len(rows)),
-    }
 
 
 def model_preferences(model, input_ids: torch.Tensor, seed: int = 0) -> dict:

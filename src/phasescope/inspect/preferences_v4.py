@@ -40,6 +40,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from phasescope.inspect.slot_stats import slot_phase, summarise_rows
+
 
 def hf_model_of(model):
     """The transformers model inside phasescope's training wrapper (HFCausalLM), or the model itself."""
@@ -177,8 +179,6 @@ def effective_preferences_v4(
     model, input_ids: torch.Tensor, batch_size: int = 16, seed: int = 0, n_resamples: int = 1000
 ) -> tuple[dict[int, dict], dict[int, dict]]:
     """(compressors, indexers): per layer {"mean","std","ci_low","ci_high": [1][w], "n_rows"}."""
-    from phasescope.inspect.preferences import summarise_rows
-
     hf = hf_model_of(model)
     device = next(hf.parameters()).device
     with torch.no_grad(), record_v4_slot_weights(hf) as rec:
@@ -192,8 +192,6 @@ def effective_preferences_v4(
 
 def model_preferences_v4(model, input_ids: torch.Tensor, seed: int = 0) -> dict:
     """preferences.json content for a DeepseekV4 model (the schema of ``preferences.model_preferences``)."""
-    from phasescope.inspect.preferences import slot_phase
-
     effective, indexer_effective = effective_preferences_v4(model, input_ids, seed=seed)
     layers = []
     for i, comp, overlap in compressors(model):

@@ -25,35 +25,20 @@ from phasescope.kv.attention import KVView, joint_attention
 from phasescope.kv.compressor import new_entries
 from phasescope.kv.config import CompressionConfig
 from phasescope.kv.poolers.mean import MeanPooler
+from phasescope.specs import compress_fields
 
 IMPLEMENTATION = "phasescope_compressed"
-KEYS = {"s": "step", "w": "window", "L": "local", "a": "align", "visibility": "visibility"}
 
 
 def parse_compress(text: str) -> CompressionConfig | None:
     """``none`` or ``mean:s=4,w=4,L=128`` (keys s, w, L, a, visibility) -> a scheme (None: none)."""
-    if text == "none":
+    fields = compress_fields(text)
+    if fields is None:
         return None
-    pooler, _, rest = text.partition(":")
-    if pooler != "mean":
-        raise InputError(
-            f"--compress {text!r}: post-hoc compression pools with 'mean' (the only pooler without trained "
-            "weights), e.g. mean:s=4,w=4,L=128; or none"
-        )
-    fields = {}
-    for part in filter(None, rest.split(",")):
-        key, eq, value = part.partition("=")
-        if not eq or key not in KEYS:
-            raise InputError(f"--compress {text!r}: {part!r} is not KEY=VALUE with KEY in {sorted(KEYS)}")
-        fields[KEYS[key]] = value if key == "visibility" else _integer(value, text)
-    return CompressionConfig(kind="chunked", pooler="mean", rope="none", **fields)
-
-
-def _integer(value: str, text: str) -> int:
     try:
-        return int(value)
-    except ValueError:
-        raise InputError(f"--compress {text!r}: {value!r} is not an integer") from None
+        return CompressionConfig(kind="chunked", pooler="mean", rope="none", **fields)
+    except InputError as err:
+        raise InputError(f"--compress {text!r}: {err}") from None
 
 
 def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):

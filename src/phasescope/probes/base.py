@@ -8,17 +8,46 @@ check their own token exactness and raise ``ProbeError`` before any scoring star
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from phasescope.errors import InputError
+from phasescope.specs import Geometry, ProbeSpec
 
 
 class ProbeError(InputError):
     """A probe that cannot be built as asked (names the cause and the fix)."""
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """What a probe is built from (each registered probe's ``build(ctx)``): the user's probe
+    options, the resolved geometry, and what the model brings (tokenizer, BOS, its task)."""
+
+    spec: ProbeSpec
+    geometry: Geometry
+    tokenizer: object | None = None
+    bos_id: int | None = None
+    task: object | None = None  # data.retrieval.RetrievalTask: a native model's own, or given
+    completion: object | None = None  # padding-completion: CompletionSpec(s) from --probe-file or Python
+    model: str = "the model"  # for messages
+
+    @property
+    def min_gap(self) -> int:
+        """Tokens the needle must end before the question: the raw window plus one window."""
+        local = self.geometry.local
+        return 0 if local is None else local + self.geometry.window
+
+    def need_tokenizer(self) -> object:
+        if self.tokenizer is None:
+            raise ProbeError(
+                f"the {self.spec.name} probe is written in text and {self.model} brings no tokenizer: pass "
+                "--tokenizer (a tokenizer directory, or deepseek-v4 / qwen3), or tokenizer=... in Python"
+            )
+        return self.tokenizer
 
 
 @dataclass
@@ -39,6 +68,29 @@ class ProbeItem:
     rule: str = "greedy"
     # what moved the anchor, as measured (probes.padding.Padding.record): text, chars, units, tokens
     padding: dict | None = None
+    # greedy generation after the prompt (run.generation.Generate: most tokens, stop); its ids go to ``grade``
+    generate: object | None = None
+    # scored result -> fields merged into it (the probe's own metric, e.g. an lm-eval task's); JSON values
+    grade: Callable[[dict], dict] | None = None
+
+
+def check_depth_and_gaps(depth: float, kv_gaps: tuple[int, ...]) -> None:
+    if not 0 <= depth <= 1:
+        raise ProbeError(f"depth={depth!r} is invalid; allowed: a fraction in [0, 1] (0.5: the middle)")
+    gaps = list(kv_gaps)
+    if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
+        raise ProbeError(f"kv_gaps={kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
+
+
+def judge(item: ProbeItem, result: dict) -> bool:
+    """Whether an item was answered correctly -- the one place this is decided. ``result`` is a
+    backend's: ``greedy`` (greedy decoding reproduces the target's tokens) and ``logprobs``.
+    Rule "greedy": that; rule "choice" (multiple choice, as lm-evaluation-harness's acc): the
+    target's log-prob is strictly the highest of the candidates'."""
+    if item.rule == "choice":
+        target = result["logprobs"][item.target]
+        return all(target > v for name, v in result["logprobs"].items() if name != item.target)
+    return bool(result["greedy"])
 
 
 def check_needle_placement(items: list[ProbeItem], local: int | None, window: int) -> None:

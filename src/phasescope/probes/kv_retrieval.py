@@ -42,9 +42,12 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
-from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, check_depth_and_gaps
+from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
+from phasescope.specs import DESIGNS
 
-DESIGNS = ("shift-needle", "pad-prefix")
+SUMMARY = "haystack of key-value pairs, query one key: native ids (the model's task) or text (a tokenizer)"
+OPTIONS = ("design", "depth", "kv_gaps", "context_tokens", "pair_format", "filler", "chat_template")
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
 
 
@@ -218,14 +221,6 @@ class KVRetrievalProbe(Probe):
         return chosen
 
 
-def check_depth_and_gaps(depth: float, kv_gaps: tuple[int, ...]) -> None:
-    if not 0 <= depth <= 1:
-        raise ProbeError(f"depth={depth!r} is invalid; allowed: a fraction in [0, 1] (0.5: the middle)")
-    gaps = list(kv_gaps)
-    if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
-        raise ProbeError(f"kv_gaps={kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
-
-
 def _pair_starts(tokens: np.ndarray, task: RetrievalTask) -> list[int]:
     """Key starts of the haystack pairs (keys come from the key id range; queries excluded)."""
     keys = (tokens >= task.key_ids[0]) & (tokens <= task.key_ids[-1])
@@ -238,3 +233,28 @@ def _pair_starts(tokens: np.ndarray, task: RetrievalTask) -> list[int]:
         else:
             p += 1
     return starts
+
+
+def build(ctx: ProbeContext) -> Probe:
+    """The native probe on the model's own task (ids), else the same probe in text."""
+    p = ctx.spec
+    if ctx.task is not None:
+        if p.pair_format != "auto" or p.filler is not None:
+            raise ProbeError("--pair-format and --filler are for text probes; a native model's task fixes its ids")
+        spec = KVRetrievalSpec(design=p.design, depth=p.depth, kv_gaps=p.kv_gaps, context_tokens=p.context_tokens)
+        return KVRetrievalProbe(ctx.task, spec, min_gap=ctx.min_gap)
+    if ctx.tokenizer is None:
+        raise ProbeError(
+            f"kv-retrieval needs the ids of the task {ctx.model} was trained on or a tokenizer, and it has neither: "
+            "pass --tokenizer (a tokenizer directory, or deepseek-v4 / qwen3); in Python, task=RetrievalTask(...) "
+            "or tokenizer=..."
+        )
+    spec = TextKVSpec(
+        design=p.design,
+        depth=p.depth,
+        kv_gaps=p.kv_gaps,
+        context_tokens=p.context_tokens,
+        pair_format=p.pair_format,
+        filler=p.filler,
+    )
+    return TextKVRetrievalProbe(ctx.tokenizer, spec, bos_id=ctx.bos_id, min_gap=ctx.min_gap)

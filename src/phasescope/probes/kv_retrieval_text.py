@@ -50,11 +50,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from phasescope.probes.base import Probe, ProbeError, ProbeItem
-from phasescope.probes.kv_retrieval import DESIGNS, check_depth_and_gaps
+from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_depth_and_gaps
 from phasescope.probes.padding import Padding, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
 from phasescope.probes.pairs import FORMATS, PairFormat, encode_many_fast
+from phasescope.specs import DESIGNS
 
 LINE = 4  # fewest tokens a haystack line can take: key, separator, value, newline
 FILLERS = (" .", " -", " ~", " =", "\n", " ")  # filler units, tried in order when --filler is not given

@@ -31,13 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
+import phasescope.probes.code_prompts as code_prompts
 from phasescope.errors import InputError
-from phasescope.probes import code_prompts
-from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.runfiles import read_json_value
-from phasescope.validation import build
+from phasescope.validation import build as build_config
 
+SUMMARY = "code prompts (the study's FP8 helper among them); '=' padding moves the answer (needs a tokenizer)"
+OPTIONS = ("probe_file", "chat_template")
 DEFAULT_SAMPLES = 50  # contents when the caller does not say (as kv-retrieval)
 
 FP8_PROMPT = '''import torch
@@ -80,7 +82,7 @@ class CompletionSpec:
             raise ProbeError(f"{path}: the list of prompts is empty")
         try:
             return [
-                build(cls, item, f"{path}" + (f" prompt {i}" if isinstance(data, list) else ""))
+                build_config(cls, item, f"{path}" + (f" prompt {i}" if isinstance(data, list) else ""))
                 for i, item in enumerate(items)
             ]
         except InputError as err:
@@ -251,3 +253,12 @@ class PaddingCompletionProbe(Probe):
             for c, (spec, placed) in enumerate(zip(contents, placements, strict=True))
             for d in offsets
         ]
+
+
+def build(ctx: ProbeContext) -> PaddingCompletionProbe:
+    """The built-in code prompts, or the prompts given (``--probe-file`` / ``completion=``)."""
+    given = ctx.completion
+    if given is None and ctx.spec.probe_file:
+        given = CompletionSpec.list_from_file(ctx.spec.probe_file)
+    step, align = ctx.geometry.step, ctx.geometry.align
+    return PaddingCompletionProbe(ctx.need_tokenizer(), given, ctx.bos_id, step, align)

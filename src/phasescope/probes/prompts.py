@@ -33,10 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.probes.padding_completion import answer_ids, decoder, encoder
 
+SUMMARY = "prompts:FILE.jsonl -- your own prompts, padded so the answer takes every phase (needs a tokenizer)"
+OPTIONS = ("filler", "chat_template")
+ARGUMENT = "FILE.jsonl"  # the probe is named prompts:FILE.jsonl
 PLACEHOLDER = "{pad}"
 FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order, each with its family (probes.padding)
 
@@ -169,3 +172,8 @@ class PromptsProbe(Probe):
             rule="greedy" if row["exact"] else "choice",
             padding=padding.record(),
         )
+
+
+def build(ctx: ProbeContext) -> PromptsProbe:
+    step, align = ctx.geometry.step, ctx.geometry.align
+    return PromptsProbe(ctx.spec.argument, ctx.need_tokenizer(), ctx.bos_id, ctx.spec.filler, step, align)

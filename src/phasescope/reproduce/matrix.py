@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.runfiles import read_json
+from phasescope.train import shipped
+from phasescope.train.shipped import ASSETS, DEMO, DEMO_SEED0  # noqa: F401 (re-exported)
 
 CLAIMS = {
     "period": "chunked compression makes accuracy periodic in the phase, period = step (steps 4, 6, 8)",
@@ -36,10 +38,6 @@ CLAIMS = {
 # a model "learned" when its held-out accuracy sits in this band: far above chance (1/32) and
 # below the ceiling, where a phase effect could not show
 LEARNED_BAND = (0.2, 0.95)
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "reproduce"
-DEMO = ASSETS.parent / "demo"
-# seed 0 of these recipes is the demo's model (shipped once, in assets/demo)
-DEMO_SEED0 = {"tiny-s4": "tiny-s4", "tiny-full": "tiny-full", "hf-deepseek-v4-tiny": "deepseek-v4-tiny"}
 
 
 @dataclass(frozen=True)
@@ -97,10 +95,7 @@ MATRIX = (
 
 def checkpoint_dir(root: Path, entry: Entry, seed: int) -> Path:
     """Where (recipe, seed) lives under ``root``: ``RECIPE-sSEED`` (transformers models: its hf/)."""
-    base = root / f"{entry.recipe}-s{seed}"
-    if not base.exists() and root == ASSETS and seed == 0 and entry.recipe in DEMO_SEED0:
-        return DEMO / DEMO_SEED0[entry.recipe]
-    return base / "hf" if entry.hf and (base / "hf").exists() else base
+    return shipped.checkpoint_dir(root, entry.recipe, seed, entry.hf)
 
 
 def final_eval(model_dir: Path) -> dict | None:

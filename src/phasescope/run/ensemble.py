@@ -20,20 +20,21 @@ from dataclasses import replace
 
 import torch
 
-from phasescope.backends.base import LoadedModel
+from phasescope.backends.base import Backend
+from phasescope.backends.logits import LogitsBackend
 from phasescope.errors import InputError
 
 
-def pad_token(loaded: LoadedModel, tokenizer=None, task=None) -> int:
+def pad_token(loaded: Backend, tokenizer=None, task=None) -> int:
     """The token inserted to shift a prompt: the retrieval task's filler (``task`` or the
     model's own) or a newline / space that is one token in the tokenizer."""
-    if task is None and loaded.task:
+    if task is None and loaded.info.task:
         from phasescope.data.retrieval import RetrievalTask
 
-        task = RetrievalTask.from_dict(loaded.task)
+        task = RetrievalTask.from_dict(loaded.info.task)
     if task is not None:
         return int(task.filler_ids[0])
-    tokenizer = tokenizer or loaded.tokenizer
+    tokenizer = tokenizer or loaded.info.tokenizer
     if tokenizer is not None:
         for text in ("\n", " ", "."):
             ids = tokenizer.encode(text, add_special_tokens=False)
@@ -63,9 +64,9 @@ def combine(logits: list[torch.Tensor], length: int) -> torch.Tensor:
     return torch.logsumexp(torch.stack(aligned), dim=0) - math.log(len(logits))
 
 
-def phase_ensemble(loaded: LoadedModel, step: int, pad_id: int) -> LoadedModel:
+def phase_ensemble(loaded: Backend, step: int, pad_id: int) -> LogitsBackend:
     """``loaded`` scored as the average of its ``step`` pad-shifted copies (see the module doc)."""
-    if loaded.logits is None:
+    if not isinstance(loaded, LogitsBackend):
         raise InputError(
             "the phase ensemble needs the model's logits here; a served model scores whole items (score the "
             "pad-shifted prompts as their own sweep instead: --design pad-prefix)"
@@ -76,11 +77,11 @@ def phase_ensemble(loaded: LoadedModel, step: int, pad_id: int) -> LoadedModel:
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return combine([loaded.logits(x) for x in shifted_copies(ids, step, pad_id)], ids.shape[1])
 
-    return replace(
-        loaded,
-        logits=logits,
-        prefix_session=None,  # the copies are separate sequences; no shared cache
-        max_len=None if loaded.max_len is None else loaded.max_len - (step - 1),
-        fingerprint=f"{loaded.fingerprint}+phase-ensemble(s={step},pad={pad_id})",
-        description=f"{loaded.description} +phase-ensemble(s={step})",
+    info = loaded.info
+    info = replace(
+        info,
+        max_len=None if info.max_len is None else info.max_len - (step - 1),
+        fingerprint=f"{info.fingerprint}+phase-ensemble(s={step},pad={pad_id})",
+        description=f"{info.description} +phase-ensemble(s={step})",
     )
+    return LogitsBackend(info, logits, None, loaded.module)  # the copies are separate sequences: no shared cache

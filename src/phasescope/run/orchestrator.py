@@ -1,6 +1,9 @@
 """The sweep: every content sample at every offset, scored in batches, appended to
 ``records.jsonl`` as it goes, so an interrupted run resumes without rescoring or duplicates.
 
+The orchestrator only schedules, checks and resumes: the backend decides how a batch is
+scored (``backends``), ``probes.base.judge`` whether an item is correct.
+
 The probe is read as a stream of contents, twice: the first pass builds and checks every item
 and keeps only its key; the second rebuilds the items from the same seed, ``batch_size``
 contents at a time, and scores each chunk in fixed batches (one variant at every offset with
@@ -19,14 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from phasescope.backends.base import LoadedModel
-from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement
+from phasescope.backends.base import Backend, ScoringPlan, item_key
+from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement, judge
 from phasescope.recordfile import read_records, record_key
-from phasescope.run.prefix import score_group, score_long
-from phasescope.run.scoring import score_items
+from phasescope.run.generation import grade_records
 from phasescope.runfiles import atomic_write_text, differing_keys, read_json
+from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
-LONG_PROMPT = 2048  # tokens: from here, multi-token candidates continue from the prompt's cache
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
 
 
@@ -46,6 +48,10 @@ def same_window(key_first: int, value_last: int, step: int, window: int, align: 
 
 
 def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int) -> dict:
+    """The record of a scored item: its positions and phase, the backend's log-probs, and
+    whether it was answered correctly (``probes.base.judge``)."""
+    scores = {"correct": judge(item, result), "logprob_target": result["logprob_target"]}
+    scores["logprobs"] = result["logprobs"]
     rec = {
         "content_id": item.content_id,
         "offset": item.offset,
@@ -59,7 +65,7 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         "same_window": None,
         "variant": item.variant,
         "target": item.target,
-        **result,
+        **scores,
     }
     if item.padding is not None:
         rec["padding"] = item.padding
@@ -84,10 +90,10 @@ class SweepChecks:
     probe's stream, before anything is scored), and what the scoring pass needs to know: the
     planned record keys, whether every candidate is one token, the longest prompt, the cost."""
 
-    def __init__(self, step: int, align: int, vocab_size: int | None, max_len: int | None, local, window: int):
-        self.step, self.align, self.vocab_size, self.max_len = step, align, vocab_size, max_len
-        self.local, self.window = local, window
-        self.seen: dict[int, set] = {p: set() for p in range(step)}
+    def __init__(self, geometry: Geometry, vocab_size: int | None, max_len: int | None):
+        self.step, self.align, self.vocab_size, self.max_len = geometry.step, geometry.align, vocab_size, max_len
+        self.local, self.window = geometry.local, geometry.window
+        self.seen: dict[int, set] = {p: set() for p in range(self.step)}
         self.keys: set = set()
         self.single = True
         self.longest = 0
@@ -136,18 +142,13 @@ class SweepChecks:
                 f"offsets, e.g. --offsets 0:{max(24, 2 * self.step)}"
             )
 
-    def plan(self, model: LoadedModel, batch_size: int) -> dict:
+    def plan(self, model: Backend) -> dict:
         """What scoring costs: records, forward passes or server requests, tokens."""
         records = len(self.keys)
         sequences = records if self.single else self.n_candidates
-        plan = {"records": records}
-        if model.score is not None:  # served: one request per item with logprob_token_ids, else per candidate
-            plan["requests"] = sequences
-            plan["requests_without_logprob_token_ids"] = self.n_candidates
-        else:
-            plan["forward_passes"] = -(-sequences // batch_size)
-        tokens = self.prompt_tokens if self.single else self.candidate_tokens
-        return plan | {"prompt_tokens": tokens, "longest_sequence": self.longest}
+        cost = model.cost(records, sequences, self.n_candidates)
+        tokens = self.prompt_tokens if self.single or model.reuses_cache() else self.candidate_tokens
+        return {"records": records, **cost, "prompt_tokens": tokens, "longest_sequence": self.longest}
 
 
 def default_batch_size(longest: int) -> int:
@@ -156,13 +157,13 @@ def default_batch_size(longest: int) -> int:
     return max(1, min(16, TOKENS_PER_BATCH // max(longest, 1)))
 
 
-def manifest(model: LoadedModel, seed: int) -> dict:
+def manifest(model: Backend, seed: int) -> dict:
     import torch
 
-    import phasescope
+    from phasescope.version import __version__
 
     versions = {
-        "phasescope": phasescope.__version__,
+        "phasescope": __version__,
         "torch": torch.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
@@ -190,106 +191,64 @@ def manifest(model: LoadedModel, seed: int) -> dict:
         "versions": versions,
         "git_sha": sha,
         "seed": seed,
-        "model_fingerprint": model.fingerprint,
-        "model": model.description,
+        "model_fingerprint": model.info.fingerprint,
+        "model": model.info.description,
     }
 
 
 def run_sweep(
-    model: LoadedModel,
-    probe: Probe,
-    *,
-    offsets: list[int],
-    samples: int,
-    seed: int,
-    step: int,
-    align: int,
-    window: int | None = None,
-    local: int | None = None,
-    batch_size: int | None = None,
-    out: Path | None = None,
-    progress: bool = False,
-    command: str | None = None,
-    dry_run: bool = False,
-    prefix_reuse: bool = True,
+    model: Backend, probe: Probe, spec: SweepSpec, run: RunOptions, geometry: Geometry, command: str = ""
 ) -> SweepResult:
     """Two passes over the probe's stream of contents: the first builds and checks every item
     (and keeps only their keys), the second builds them again from the same seed and scores a
     batch of contents at a time, so memory holds one batch of prompts however long the sweep."""
-    check_offsets(offsets, step)
+    offsets, samples = list(spec.offsets), spec.samples if spec.samples is not None else probe.default_samples()
+    check_offsets(offsets, geometry.step)
 
     def stream():
-        return probe.stream(offsets, samples, np.random.default_rng(seed))
+        return probe.stream(offsets, samples, np.random.default_rng(spec.seed))
 
-    checks = SweepChecks(step, align, model.vocab_size, model.max_len, local, window or step)
+    checks = SweepChecks(geometry, model.info.vocab_size, model.info.max_len)
     for group in stream():
         checks.add(group)
     checks.finish()
-    batch_size = batch_size or default_batch_size(checks.longest)
-    if dry_run:
+    batch_size = run.batch_size or default_batch_size(checks.longest)
+    plan = ScoringPlan(geometry.step, geometry.align, batch_size, run.prefix_reuse, checks.single, checks.longest)
+    model.prepare(plan)
+    if run.dry_run:
         pairs = probe.spec().get("pairs")  # key-value probes: pairs in each prompt
         extra = {"pairs_per_prompt": pairs} if isinstance(pairs, int) else {}
-        return SweepResult(None, [], 0, extra | checks.plan(model, batch_size))
-    spec = {
-        "probe": probe.spec(),
-        "offsets": offsets,
-        "samples": samples,
-        "seed": seed,
-        "step": step,
-        "align": align,
-        "window": window or step,
-        "local": local,
-        "batch_size": batch_size,
-        "model": model.description,
-    }
+        return SweepResult(None, [], 0, extra | checks.plan(model))
+    saved = spec_json(spec, probe, samples, geometry, batch_size, model.info.description)
+    out = Path(run.out) if run.out is not None else None
     with RunLock(out):
         done = {}
         if out is not None:
-            done = _open_run_dir(out, spec, model, checks.keys, lambda: {**manifest(model, seed), "command": command})
-        scoring = Scoring(model, step, align, window or step, batch_size, prefix_reuse, checks)
-        scored = _score_missing(scoring, _chunks(stream(), batch_size), done, out, progress, len(checks.keys))
-    records = sorted(done.values(), key=record_key)
-    return SweepResult(out, records, scored)
+            make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
+            done = _open_run_dir(out, saved, model, checks.keys, make_manifest)
+        total = len(checks.keys)
+        scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total)
+    return SweepResult(out, sorted(done.values(), key=record_key), scored)
 
 
-@dataclass
-class Scoring:
-    """How one sweep scores a batch: from a shared prefix's cache (``reuse``; multi-token
-    candidates from the prompt's cache when prompts are long) or in plain forward passes."""
-
-    model: LoadedModel
-    step: int
-    align: int
-    window: int
-    batch_size: int
-    prefix_reuse: bool
-    checks: SweepChecks
-
-    @property
-    def reuse(self) -> bool:
-        usable = self.prefix_reuse and self.model.prefix_session is not None
-        return usable and (self.checks.single or self.checks.longest >= LONG_PROMPT)
-
-    def batches(self, chunk: list[ProbeItem]) -> list[list[ProbeItem]]:
-        """A chunk (``batch_size`` contents, every offset and variant) cut into scoring batches:
-        one variant at every offset (reuse) or one offset and variant (plain passes)."""
-        if self.reuse:
-            return [[it for it in _sorted(chunk) if it.variant == v] for v in sorted({it.variant for it in chunk})]
-        return _batches(_sorted(chunk), self.batch_size)
-
-    def score(self, batch: list[ProbeItem]) -> list[dict]:
-        results = None
-        if self.reuse and self.checks.single:
-            results = score_group(self.model.prefix_session, batch, self.step, self.align)
-        elif self.reuse:
-            results = score_long(self.model.prefix_session, batch, self.step, self.align)
-        if results is None:
-            results = _score_plain(self.model, batch, self.batch_size)
-        for item, result in zip(batch, results, strict=True):
-            if item.rule == "choice":
-                others = [v for name, v in result["logprobs"].items() if name != item.target]
-                result["correct"] = all(result["logprob_target"] > v for v in others)
-        return [record_for(it, r, self.step, self.align, self.window) for it, r in zip(batch, results, strict=True)]
+def spec_json(spec: SweepSpec, probe: Probe, samples: int, geometry: Geometry, batch_size: int, model: str) -> dict:
+    """spec.json: what a resume must match (the keys of schema 1, kept so old run directories
+    still resume), the resolved geometry, and the whole typed sweep (``SweepSpec.to_json``)."""
+    return {
+        "schema": SCHEMA,
+        "probe": probe.spec(),
+        "offsets": list(spec.offsets),
+        "samples": samples,
+        "seed": spec.seed,
+        "step": geometry.step,
+        "align": geometry.align,
+        "window": geometry.window,
+        "local": geometry.local,
+        "geometry_source": geometry.source,
+        "batch_size": batch_size,
+        "model": model,
+        "sweep": spec.to_json(),
+    }
 
 
 def _chunks(groups, contents_per_chunk: int):
@@ -307,15 +266,20 @@ def _chunks(groups, contents_per_chunk: int):
         yield chunk
 
 
-def _score_missing(scoring: Scoring, chunks, done: dict, out: Path | None, progress: bool, total: int) -> int:
+def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, progress: bool, total: int) -> int:
     """Score the batches with missing records, appending each batch to records.jsonl."""
     scored = 0
     bar = _bar(progress, total, len(done))
     for chunk in chunks:
-        for batch in scoring.batches(chunk):
+        for batch in model.batches(chunk):
             if all(item_key(it) in done for it in batch):
                 continue
-            fresh = [r for r in scoring.score(batch) if record_key(r) not in done]
+            results = model.score(batch)
+            step, align, window = geometry.step, geometry.align, geometry.window
+            records = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
+            if any(it.generate is not None or it.grade is not None for it in batch):
+                grade_records(model, batch, records)  # generation tasks, a probe's own metric (lm-eval)
+            fresh = [r for r in records if record_key(r) not in done]
             for r in fresh:
                 done[record_key(r)] = r
             if out is not None:
@@ -359,34 +323,7 @@ class RunLock:
             self.lock.release()
 
 
-def item_key(item: ProbeItem) -> tuple:
-    return (item.content_id, item.offset, item.variant)
-
-
-def _score_plain(model, items: list[ProbeItem], batch_size: int) -> list[dict]:
-    if model.score is not None:
-        return model.score(items)
-    ordered = _sorted(items)
-    results = [r for batch in _batches(ordered, batch_size) for r in score_items(model.logits, batch)]
-    by_key = {item_key(it): r for it, r in zip(ordered, results, strict=True)}
-    return [by_key[item_key(it)] for it in items]
-
-
-def _sorted(items: list[ProbeItem]) -> list[ProbeItem]:
-    return sorted(items, key=lambda it: (it.offset, it.variant, it.content_id))
-
-
-def _batches(items: list[ProbeItem], batch_size: int) -> list[list[ProbeItem]]:
-    batches, current = [], []
-    for item in items:
-        if current and (len(current) == batch_size or item_key(current[0])[1:] != item_key(item)[1:]):
-            batches.append(current)
-            current = []
-        current.append(item)
-    return batches + ([current] if current else [])
-
-
-def _open_run_dir(out: Path, spec: dict, model: LoadedModel, planned: set, make_manifest) -> dict:
+def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_manifest) -> dict:
     """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
     same model (weights fingerprint; the path it was reached by does not matter); the manifest
     (a git call) is built only when it is missing."""
@@ -394,7 +331,10 @@ def _open_run_dir(out: Path, spec: dict, model: LoadedModel, planned: set, make_
     spec_path, manifest_path = out / "spec.json", out / "manifest.json"
     fix = f"delete {out} to start the sweep again, or use another --out"
     if spec_path.exists():
-        diff = differing_keys(read_json(spec_path, "sweep spec", fix), spec, ignore=("model",))
+        saved = read_json(spec_path, "sweep spec", fix)
+        # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
+        ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
+        diff = differing_keys(_without_model(saved), _without_model(spec), ignore=ignore)
         if diff:
             raise ProbeError(f"{out} holds a different sweep (differs in {diff}); use another --out")
         _check_same_model(out, model, manifest_path, fix)
@@ -416,13 +356,19 @@ def _open_run_dir(out: Path, spec: dict, model: LoadedModel, planned: set, make_
     return {record_key(r): r for r in found.records}
 
 
-def _check_same_model(out: Path, model: LoadedModel, manifest_path: Path, fix: str) -> None:
+def _without_model(spec: dict) -> dict:
+    """A spec without the path the model was reached by (the weights fingerprint decides)."""
+    sweep = spec.get("sweep")
+    return spec | ({"sweep": {k: v for k, v in sweep.items() if k != "model"}} if isinstance(sweep, dict) else {})
+
+
+def _check_same_model(out: Path, model: Backend, manifest_path: Path, fix: str) -> None:
     if not manifest_path.exists():
         return
     saved = read_json(manifest_path, "sweep manifest", fix).get("model_fingerprint") or ""
-    if saved and model.fingerprint and saved != model.fingerprint:
+    if saved and model.info.fingerprint and saved != model.info.fingerprint:
         raise ProbeError(
-            f"{out} was swept with another model (weights fingerprint {saved}, now {model.fingerprint}): resuming "
+            f"{out} was swept with another model (weights fingerprint {saved}, now {model.info.fingerprint}): resuming "
             f"would mix two models' records; {fix}"
         )
 

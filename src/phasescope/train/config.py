@@ -104,12 +104,6 @@ class TrainConfig:
                 self.model.n_kv_heads >= 2, "model.n_kv_heads", self.model.n_kv_heads, ">= 2 when scheme.stagger is on"
             )
         if self.arch != "phasescope":
-            need(
-                _init_arch(self.init_from) in (None, self.arch),
-                "init_from",
-                self.init_from,
-                "a transformers run with arch=hf-deepseek-v4 (a directory or an hf-deepseek-v4 recipe)",
-            )
             need(not self.random_align, "random_align", self.random_align, "false with arch=hf-deepseek-v4")
         need(
             not self.random_align or self.scheme.compressed,
@@ -158,13 +152,6 @@ class TrainConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-
-def _init_arch(init_from: str) -> str | None:
-    """The arch of the recipe ``init_from`` names (None: empty or a directory, checked when loaded)."""
-    from phasescope.train.recipes import RECIPES
-
-    return RECIPES[init_from]().arch if init_from in RECIPES else None
 
 
 def _as_tuple(value):

@@ -39,12 +39,17 @@ def resolve_init(init_from: str, seed: int, arch: str = "phasescope") -> Path | 
         return None
     from phasescope.train.recipes import RECIPES
 
+    if init_from in RECIPES and RECIPES[init_from]().arch != arch:
+        raise InputError(
+            f"init_from={init_from!r} is a recipe of arch={RECIPES[init_from]().arch}; this run's arch is {arch}: "
+            "start from a recipe (or a directory) of the same arch"
+        )
     if arch != "phasescope":
         return hf_source(init_from, seed, init_from in RECIPES)
     if init_from in RECIPES:
-        from phasescope.reproduce.matrix import ASSETS, Entry, checkpoint_dir
+        from phasescope.train.shipped import ASSETS, checkpoint_dir
 
-        path = checkpoint_dir(ASSETS, Entry(init_from), seed)
+        path = checkpoint_dir(ASSETS, init_from, seed)
         if (path / "config.json").exists():
             raise InputError(f"init_from={init_from!r} is a transformers model; init_from takes phasescope models")
         if not (path / "model.safetensors").exists():
@@ -66,9 +71,9 @@ def hf_source(init_from: str, seed: int, is_recipe: bool) -> Path:
     """A transformers model directory (config.json + model.safetensors): a shipped recipe's
     checkpoint for this seed, a directory, or a training run directory holding one in hf/."""
     if is_recipe:
-        from phasescope.reproduce.matrix import ASSETS, Entry, checkpoint_dir
+        from phasescope.train.shipped import ASSETS, checkpoint_dir
 
-        path = checkpoint_dir(ASSETS, Entry(init_from, hf=True), seed)
+        path = checkpoint_dir(ASSETS, init_from, seed, hf=True)
         where = (
             f"phasescope ships no checkpoint of {init_from!r} for seed {seed}; train it and pass --set init_from=DIR"
         )

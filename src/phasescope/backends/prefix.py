@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from phasescope.backends.scoring import refuse_broken, result, results_from_next_token
 from phasescope.probes.base import ProbeItem
-from phasescope.run.scoring import refuse_broken, result, results_from_next_token
 
 
 def common_prefix(sequences: list[list[int]]) -> int:
@@ -74,7 +74,7 @@ def score_long(session, items: list[ProbeItem], step: int, align: int) -> list[d
     """Results in the order of ``items``, one content at a time: the content's shared prefix is
     read once, each offset's rest of the prompt once (logits kept only at its last position),
     and each candidate continues from a copy of the cache after the prompt: log-prob = sum of
-    its tokens' log-probs; correct = greedy decoding reproduces the target's tokens."""
+    its tokens' log-probs; greedy = greedy decoding reproduces the target's tokens."""
     by_content: dict = {}
     for item in items:
         by_content.setdefault(item.content_id, []).append(item)
@@ -94,7 +94,7 @@ def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
     first = logits[0, -1].float()
     refuse_broken(first, item)
     first = torch.log_softmax(first, dim=-1)
-    scores, correct = {}, False
+    scores, greedy = {}, False
     for name, tokens in item.candidates.items():
         steps = [first]
         if len(tokens) > 1:
@@ -103,5 +103,5 @@ def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
             steps += list(torch.log_softmax(more, dim=-1))
         scores[name] = float(sum(dist[t] for dist, t in zip(steps, tokens, strict=True)))
         if name == item.target:
-            correct = all(int(dist.argmax()) == t for dist, t in zip(steps, tokens, strict=True))
-    return result(item, scores, correct)
+            greedy = all(int(dist.argmax()) == t for dist, t in zip(steps, tokens, strict=True))
+    return result(item, scores, greedy)

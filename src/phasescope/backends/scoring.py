@@ -1,4 +1,5 @@
-"""Score probe items: greedy correctness and teacher-forced log-probs of every candidate.
+"""Score probe items from a logits function: whether greedy decoding reproduces the target,
+and the teacher-forced log-prob of every candidate (the logits backend's plain path).
 
 Shape legend: B sequences in a batch, T tokens, V vocabulary.
 """
@@ -38,7 +39,7 @@ def refuse_broken(logits: torch.Tensor, item: ProbeItem) -> None:
 
 
 def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
-    """One result per item: correct, logprob_target, logprobs {candidate: log-prob}."""
+    """One result per item: greedy, logprob_target, logprobs {candidate: log-prob}."""
     if single_token(items):  # every candidate is read from the distribution after the prompt
         logp = _forward(logits_fn, [item.input_ids for item in items], items)
         return results_from_next_token(items, [logp[i, item.answer_pos - 1] for i, item in enumerate(items)])
@@ -49,15 +50,15 @@ def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
             owners.append((i, name))
     logp = _forward(logits_fn, sequences, items)
     scores: list[dict] = [{} for _ in items]
-    correct = [False] * len(items)
+    greedy = [False] * len(items)
     for row, (i, name) in enumerate(owners):
         item, tokens = items[i], items[i].candidates[name]
         at = torch.arange(item.answer_pos - 1, item.answer_pos - 1 + len(tokens))
         wanted = torch.tensor(tokens)
         scores[i][name] = float(logp[row, at, wanted].sum())
         if name == item.target:  # greedy decoding reproduces the answer iff every argmax matches
-            correct[i] = bool((logp[row, at].argmax(-1) == wanted).all())
-    return [result(item, scores[i], correct[i]) for i, item in enumerate(items)]
+            greedy[i] = bool((logp[row, at].argmax(-1) == wanted).all())
+    return [result(item, scores[i], greedy[i]) for i, item in enumerate(items)]
 
 
 def single_token(items: list[ProbeItem]) -> bool:
@@ -74,11 +75,11 @@ def results_from_next_token(items: list[ProbeItem], dists: list[torch.Tensor]) -
     return results
 
 
-def result(item: ProbeItem, scores: dict, correct: bool) -> dict:
+def result(item: ProbeItem, scores: dict, greedy: bool) -> dict:
     for name, value in scores.items():
         if not np.isfinite(value):
             raise InputError(
                 f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
                 f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
             )
-    return {"correct": correct, "logprob_target": scores[item.target], "logprobs": scores}
+    return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}

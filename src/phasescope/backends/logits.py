@@ -1,0 +1,86 @@
+"""The logits backend: any model we run here, as ``input_ids [B,T] -> logits [B,T,V]`` plus,
+when it has one, a cache session that continues a prefix exactly (``backends.prefix``).
+
+Scoring paths (results equal up to float rounding; tests/test_prefix.py, test_niah.py):
+
+* prefix reuse (a session, single-token candidates or prompts from ``LONG_PROMPT`` tokens):
+  a content's offsets share every token before the needle's earliest position, read once;
+  each offset continues from a copy of that cache, logits kept only where scored;
+* plain passes: right-padded batches of one offset and variant, every candidate teacher-forced.
+
+Any Python callable becomes a backend with ``from_callable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from phasescope.backends.base import Backend, ModelInfo, by_offset, item_key, plain_batches
+from phasescope.backends.prefix import score_group, score_long
+from phasescope.backends.scoring import score_items
+from phasescope.probes.base import ProbeItem
+from phasescope.specs import ModelGeometry
+
+LONG_PROMPT = 2048  # tokens: from here, multi-token candidates continue from the prompt's cache
+LogitsFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class LogitsBackend(Backend):
+    info: ModelInfo
+    logits: LogitsFn
+    session: object | None = None  # prefill(ids) -> state; extend / advance (backends.prefix)
+    module: object | None = None  # the torch module behind ``logits`` (head ablation hooks it)
+
+    def reuses_cache(self) -> bool:
+        plan = self.plan
+        usable = plan is not None and plan.prefix_reuse and self.session is not None
+        return usable and (plan.single_token or plan.longest >= LONG_PROMPT)
+
+    def batches(self, chunk: list[ProbeItem]) -> list[list[ProbeItem]]:
+        """With reuse: one variant at every offset (the offsets share the cache); else plain."""
+        if self.reuses_cache():
+            variants = sorted({it.variant for it in chunk})
+            return [[it for it in by_offset(chunk) if it.variant == v] for v in variants]
+        return plain_batches(chunk, self.plan.batch_size)
+
+    def score(self, items: list[ProbeItem]) -> list[dict]:
+        results = None
+        if self.reuses_cache() and self.plan.single_token:
+            results = score_group(self.session, items, self.plan.step, self.plan.align)
+        elif self.reuses_cache():
+            results = score_long(self.session, items, self.plan.step, self.plan.align)
+        return results if results is not None else self._plain(items)
+
+    def _plain(self, items: list[ProbeItem]) -> list[dict]:
+        ordered = by_offset(items)
+        results = [r for batch in plain_batches(ordered, self.plan.batch_size) for r in score_items(self.logits, batch)]
+        by_key = {item_key(it): r for it, r in zip(ordered, results, strict=True)}
+        return [by_key[item_key(it)] for it in items]
+
+    def cost(self, records: int, sequences: int, candidates: int) -> dict:
+        if self.reuses_cache():  # one pass per record at most: a content's shared prefix is read once
+            return {"forward_passes_at_most": records}
+        return super().cost(records, sequences, candidates)
+
+
+def from_callable(
+    fn,
+    vocab_size: int | None = None,
+    step: int | None = None,
+    align: int = 0,
+    window: int | None = None,
+    local: int | None = None,
+) -> LogitsBackend:
+    """Any ``input_ids (LongTensor[B,T]) -> logits (FloatTensor[B,T,V])`` callable; ``step`` etc.
+    its compression geometry when it has one, ``local`` its raw window L (probes then keep the
+    needle beyond it). A phasescope ``Decoder`` is better passed to ``phasescope.sweep`` itself
+    (it then brings its geometry and a cache)."""
+    geometry = ModelGeometry(step, window, align, local, "the callable's arguments") if step else ModelGeometry()
+    if not step and local is not None:
+        geometry = ModelGeometry(local=local, source="the callable's arguments")
+    info = ModelInfo(vocab_size=vocab_size, geometry=geometry, description=repr(fn)[:80], callable_only=True)
+    return LogitsBackend(info, fn, module=fn if isinstance(fn, torch.nn.Module) else None)

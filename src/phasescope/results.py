@@ -1,0 +1,118 @@
+"""Run directories as results, without torch: ``phasescope.analyze``, ``report`` and
+``compare`` read records and write metrics, figures and pages (``phasescope analyze`` never
+loads a model: tests/test_imports.py checks torch stays unloaded)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from phasescope.errors import InputError
+from phasescope.recordfile import read_records
+from phasescope.runfiles import atomic_write_text, read_json
+
+if TYPE_CHECKING:
+    from phasescope.reporting.compare import ComparedRun
+
+
+def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
+    """Statistics from ``records.jsonl`` alone; writes ``metrics.json`` (with the digest of the
+    records it describes, so a report can tell when they changed)."""
+    from phasescope.analysis.stats import analyze_records
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir} is not a run directory (pass the --out directory of `phasescope sweep`)")
+    path = run_dir / "records.jsonl"
+    found = read_records(path)
+    if not found.records:
+        raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
+    spec_path = run_dir / "spec.json"
+    seed = read_json(spec_path, "sweep spec").get("seed", 0) if spec_path.exists() else 0
+    if not isinstance(seed, int):
+        raise InputError(f"{spec_path}: seed must be an integer, got {seed!r}")
+    metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
+    from phasescope.analysis.task_metrics import task_metrics
+
+    if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase
+        metrics["task_metrics"] = per_task
+    metrics["records_sha256"] = records_digest(path)
+    if found.truncated_tail:
+        metrics["records_note"] = "the last line of records.jsonl was cut short (an interrupted sweep) and is left out"
+    # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
+    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
+    return metrics
+
+
+def records_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def current_metrics(run_dir: str | Path) -> dict:
+    """The run's metrics.json, recomputed (``analyze``) when it is missing, unreadable or
+    describes other records than those on disk (its records digest differs)."""
+    run_dir = Path(run_dir)
+    metrics_path = run_dir / "metrics.json"
+    current = None
+    if metrics_path.exists():
+        try:
+            current = read_json(metrics_path, "metrics")
+        except InputError:
+            current = None  # recomputed below from the records
+    records = run_dir / "records.jsonl"
+    if current is None or not records.exists() or current.get("records_sha256") != records_digest(records):
+        return analyze(run_dir)
+    return current
+
+
+def report(run_dir: str | Path) -> Path:
+    """Figures and a self-contained report.html. The report always describes the records on
+    disk: metrics.json is recomputed when it is missing, unreadable or older than the records."""
+    from phasescope.reporting.html import write_report
+
+    current_metrics(run_dir)
+    return write_report(Path(run_dir))
+
+
+def compare(runs, out: str | Path, labels: list[str] | None = None) -> Path:
+    """Several sweep run directories side by side in one self-contained ``out/compare.html``:
+    per-phase accuracy table, accuracy over offsets overlaid, phase gaps as a forest plot.
+
+    ``runs``: a list of ``phasescope sweep --out`` directories (meant for two or more; one
+    works). Each run's metrics.json is recomputed first when it is missing or stale, as in
+    ``report``. ``labels``: one name per run, in order (default: each directory's name)."""
+    from phasescope.reporting.compare import write_compare
+
+    return write_compare(compared_runs(runs, labels), Path(out))
+
+
+def compared_runs(runs, labels: list[str] | None = None) -> list[ComparedRun]:
+    """``ComparedRun`` (label, directory, current metrics) for each run; every path and label
+    is checked before any metrics are recomputed, so a typo fails fast."""
+    from phasescope.reporting.compare import ComparedRun, run_labels
+
+    if isinstance(runs, (str, Path)) or isinstance(labels, str):
+        raise InputError("runs and labels must be lists, e.g. compare(['runs/a', 'runs/b'], out, labels=['a', 'b'])")
+    paths = [Path(r) for r in runs]
+    if not paths:
+        raise InputError("no run directory to compare; pass the --out directories of `phasescope sweep` (two or more)")
+    names = run_labels(paths, labels)
+    for path in paths:
+        check_sweep_run_dir(path)
+    return [ComparedRun(name, path, current_metrics(path)) for name, path in zip(names, paths, strict=True)]
+
+
+def check_sweep_run_dir(path: Path) -> None:
+    """InputError saying what is missing when ``path`` is not a directory written by a sweep."""
+    make = f"make one with `phasescope sweep --model MODEL --out {path}`"
+    if not path.exists():
+        raise InputError(f"run directory {path} does not exist; {make}, or check the path")
+    if not path.is_dir():
+        raise InputError(f"{path} is a file, not a run directory; pass the --out directory of `phasescope sweep`")
+    if not (path / "records.jsonl").exists():
+        raise InputError(
+            f"{path} is not a sweep run directory: it has no records.jsonl; pass the --out directory of "
+            f"`phasescope sweep`, or {make}"
+        )

@@ -1,0 +1,20 @@
+"""Where the checkpoints phasescope ships live: ``assets/reproduce/RECIPE-sSEED`` (seed 0 of the
+demo's recipes: ``assets/demo``). Training resolves ``init_from=RECIPE`` here; the reproduction
+matrix reads the same place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "reproduce"
+DEMO = ASSETS.parent / "demo"
+# seed 0 of these recipes is the demo's model (shipped once, in assets/demo)
+DEMO_SEED0 = {"tiny-s4": "tiny-s4", "tiny-full": "tiny-full", "hf-deepseek-v4-tiny": "deepseek-v4-tiny"}
+
+
+def checkpoint_dir(root: Path, recipe: str, seed: int, hf: bool = False) -> Path:
+    """Where (recipe, seed) lives under ``root``: ``RECIPE-sSEED`` (transformers models: its hf/)."""
+    base = root / f"{recipe}-s{seed}"
+    if not base.exists() and root == ASSETS and seed == 0 and recipe in DEMO_SEED0:
+        return DEMO / DEMO_SEED0[recipe]
+    return base / "hf" if hf and (base / "hf").exists() else base
