@@ -2,11 +2,11 @@
 
     .venv/bin/python experiments/demo_designs.py [--samples 256] [--write]
 
-Sweeps the two models of `phasescope demo` (src/phasescope/assets/demo) with shift-needle,
+Sweeps the three models of `phasescope demo` (src/phasescope/assets/demo) with shift-needle,
 pad-prefix and shift-needle with `--kv-gaps 0,1`, analyzes each run and prints one row per
 run: drift-adjusted gap with its interval and p-value, raw max - min, detected period, and
-the flip rate and the same-window contrast at equal value phase. ``--write`` puts the table into
-docs/sweeps.md. About 2 minutes on 2 cores.
+the per-content phase dependence and the same-window contrast at equal value phase. ``--write`` puts the table into
+docs/sweeps.md. About 5 minutes on one core.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from _markdown import replace_block, table
 
 import phasescope
-from phasescope.demo import ASSETS, MODELS
+from phasescope.demo import HF_MODELS, MODELS, model_specs
 from phasescope.reporting.text import interval
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "sweeps.md"
@@ -40,8 +40,8 @@ def row(model: str, run: str, m: dict) -> list[str]:
     gap = "-" if m["gap_pp"] is None else f"{m['gap_pp']:.1f}{interval(m['gap_ci_pp'])}"
     p_gap = "-" if m["gap_p_value"] is None else f"{m['gap_p_value']:.2g}"
     found = f"{period['detected']} (p = {period['p_value']:.2g})" if period["detected"] else "none"
-    flips = m.get("flips")
-    flip = "-" if not flips else f"{flips['flip_rate_pp']:+.1f}{interval(flips.get('ci_pp'))}"
+    dep = m.get("phase_dependence") or {}
+    flip = "-" if dep.get("rms_pp") is None else f"{dep['rms_pp']:.1f}{interval(dep.get('ci_pp'))}"
     return [model, run, f"{m['overall_accuracy']:.3f}", gap, p_gap, f"{m['gap_raw_pp']:.1f}", found, flip, same]
 
 
@@ -52,10 +52,12 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        specs = model_specs(Path(tmp), retrain=False, console=None)
         for model in MODELS:
+            geometry = {} if model in HF_MODELS else {"step": 4}  # a transformers config states its own
             for run, kwargs in RUNS.items():
                 out = Path(tmp) / f"{model}-{len(rows)}"
-                phasescope.sweep(ASSETS / model, step=4, samples=args.samples, out=out, **kwargs)
+                phasescope.sweep(specs[model], samples=args.samples, out=out, **geometry, **kwargs)
                 rows.append(row(model, run, phasescope.analyze(out)))
                 print(" | ".join(rows[-1]), flush=True)
     text = (
@@ -70,7 +72,7 @@ def main() -> None:
                 "gap p",
                 "raw max-min pp",
                 "period",
-                "flip rate pp [95%]",
+                "phase dependence per content pp [95%]",
                 "same-window minus split at equal value phase",
             ],
             rows,

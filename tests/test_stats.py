@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from phasescope.analysis.period import detect_period
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.simulate import Scenario, simulate
 from phasescope.analysis.stats import analyze_arrays, analyze_records, wilson
@@ -108,11 +107,11 @@ def test_offsets_covering_one_phase_give_no_gap_and_no_period():
 
 def test_even_offsets_only_test_periods_the_offsets_identify():
     """Offsets 0, 2, ..., 22: odd periods and period 2 have empty or single residue classes."""
+    records = planted(np.random.default_rng(6), (0.6,) * 4, offsets=range(0, 24, 2), n_content=30)
+    period = analyze_records(records, n_resamples=200)["period"]
     offsets = np.arange(0, 24, 2)
-    rng = np.random.default_rng(6)
-    result = detect_period(offsets, 0.6 + 0.05 * rng.standard_normal(len(offsets)), rng, n_perm=200)
-    assert all(np.bincount(offsets % p).min() >= 2 for p in map(int, result["explained"]))
-    assert 2 not in result["explained"] and all(np.isfinite(v) for v in result["explained"].values())
+    assert period["tested"] and all(np.bincount(offsets % p).min() >= 3 for p in period["tested"])
+    assert 2 not in period["tested"] and all(np.isfinite(v) for v in period["explained"].values())
 
 
 def test_bump_without_phase_effect_is_not_a_period_but_a_planted_effect_on_top_is():
@@ -211,3 +210,159 @@ def test_candidate_probabilities_skip_records_without_a_score_for_a_candidate():
     table = analyze_records(records, n_resamples=200)["candidate_probabilities"]
     assert table["phases"][0]["mean"]["wrong"] is not None
     json.dumps(table, allow_nan=False)
+
+
+def logistic_drift(size, width=2.5, middle=11.5):
+    """A steep fall of ``size`` in accuracy around offset ``middle`` (centred on 0)."""
+    return lambda d: size * (0.5 - 1 / (1 + np.exp(-(d - middle) / width)))
+
+
+def test_two_stage_effects_equal_one_stage_least_squares_on_balanced_sweeps():
+    """Equivalence: stage 1 (offset effects within contents) + stage 2 (trend + phases) gives the
+    same phase effects as one regression of the records on content, trend and phase indicators."""
+    from phasescope.analysis.offset_effects import fit_offset_effects
+    from phasescope.analysis.phase_effects import fit_phase_effects
+    from phasescope.analysis.trend import legendre
+
+    r = simulate(Scenario(n_contents=20, records_per_cell=(2, 2), effects_pp=(0, 8, 0, -4)), np.random.default_rng(0))
+    effects = fit_phase_effects(fit_offset_effects(r.cells(), np.random.default_rng(0), 0), fixed_degree=3).effects
+    content = (r.content[:, None] == np.arange(20)).astype(float)
+    phase = (r.phase[:, None] == np.arange(1, 4)).astype(float)
+    x = np.concatenate([content, legendre(r.offset.astype(float), 3), phase], axis=1)
+    gamma = np.r_[0.0, np.linalg.lstsq(x, r.correct, rcond=None)[0][-3:]]
+    assert np.allclose(effects, gamma - gamma.mean(), atol=1e-10)
+
+
+def test_fast_bootstrap_draws_equal_an_explicit_refit():
+    """Equivalence: each wild-bootstrap draw (closed form, matrix products) equals refitting the
+    model on y* = fit + v_c * residual and computing its cluster-robust covariance from scratch."""
+    from phasescope.analysis.cluster_ols import WEBB, fit
+
+    rng = np.random.default_rng(1)
+    n_clusters, x = 7, rng.normal(size=(60, 3))
+    cluster, weight = rng.integers(0, n_clusters, 60), rng.integers(1, 4, 60).astype(float)
+    y = x @ [0.5, -1.0, 0.2] + rng.normal(size=60)
+    model = fit(x, y, weight, cluster, n_clusters)
+    delta, cov = next(model.draws(np.random.default_rng(5), 4))
+    v = np.random.default_rng(5).choice(WEBB, size=(4, n_clusters))
+    resid = y - x @ model.beta
+    for b in range(4):
+        refit = fit(x, x @ model.beta + v[b, cluster] * resid, weight, cluster, n_clusters)
+        assert np.allclose(delta[b], refit.beta - model.beta) and np.allclose(cov[b], refit.covariance)
+
+
+def test_two_windows_or_fewer_withhold_every_drift_adjusted_number():
+    """8 offsets at step 4 (two windows) and 4 offsets (one): a drift cannot be told from phase
+    effects, so no adjusted gap, interval or p-value is printed -- a pure drift used to read as
+    "phase gap 33.3 pp [5.6, 61.7], p = 0.014" with --offsets 0:4."""
+    from phasescope.reporting.text import gap_line, period_line
+
+    for offsets in (range(8), range(4)):
+        records = planted(
+            np.random.default_rng(9), (0.6,) * 4, offsets=offsets, n_content=100, drift=logistic_drift(0.4)
+        )
+        m = analyze_records(records, n_resamples=200)
+        assert m["gap_pp"] is None and m["gap_ci_pp"] is None and m["gap_p_value"] is None
+        assert m["homogeneity_p_value"] is None and m["period"]["p_value"] is None
+        assert all(row["effect_pp"] is None for row in m["phases"]) and m["gap_raw_pp"] is not None
+        assert "cannot be told from a pattern that repeats with fewer than 3 cycles" in m["inference_note"]
+        assert "withheld" in gap_line(m) and "not tested" in period_line(m)
+        json.dumps(m, allow_nan=False)
+
+
+def test_no_interval_or_p_value_below_ten_contents_anywhere():
+    """One content, then nine: point estimates only -- per-phase intervals, gap, homogeneity,
+    period and phase dependence all withheld, and the output says so."""
+    from phasescope.reporting.text import period_line
+
+    for n in (1, 9):
+        m = analyze_records(planted(np.random.default_rng(n), (0.9, 0.5, 0.5, 0.2), n_content=n), n_resamples=200)
+        assert all(row["ci_low"] is None and row["effect_ci_pp"] is None for row in m["phases"])
+        assert m["gap_ci_pp"] is None and m["gap_p_value"] is None and m["homogeneity_p_value"] is None
+        assert m["period"]["p_value"] is None and m["period"]["detected"] is None
+        assert "not tested" in period_line(m) and f"only {n} content samples" in m["inference_note"]
+        dependence = m["phase_dependence"]
+        assert dependence["p_value"] is None and dependence.get("ci_pp") is None
+        assert m["gap_pp"] is not None  # the point estimate describes these contents
+        json.dumps(m, allow_nan=False)
+
+
+def test_the_trend_is_chosen_checked_and_follows_a_steep_drift():
+    """The degree is the data's choice within the separable range (half the largest separable
+    degree and up): a steep logistic fall is followed (checked, no false gap or period); the
+    metrics say which degree, with the checks' p-values."""
+    steep = analyze_records(planted(np.random.default_rng(10), (0.6,) * 4, n_content=300, drift=logistic_drift(0.6)))
+    linear = analyze_records(planted(np.random.default_rng(11), (0.6,) * 4, n_content=300, drift=linear_drift))
+    for m in (steep, linear):
+        trend = m["trend"]
+        assert trend["checked"] and trend["max_separable_degree"] == 9  # 24 offsets at step 4
+        assert (trend["max_separable_degree"] + 1) // 2 <= trend["degree"] <= trend["max_separable_degree"]
+        assert trend["check_p"] > 0.1 and all(0 < row["lack_of_fit_p"] <= 1 for row in trend["tried"])
+    assert steep["gap_p_value"] > 0.01 and steep["period"]["detected"] is None
+
+
+def test_contents_missing_at_a_phase_do_not_make_it_look_different():
+    """The hardest 40% of contents have no records at phase 3: raw phase 3 looks easier, but the
+    effects are compared within contents, so no gap and no period appear."""
+    scenario = Scenario(family="no-effect", n_contents=400, records_per_cell=(1, 1), missing=(3, 0.4))
+    m = analyze_arrays(simulate(scenario, np.random.default_rng(12)), n_resamples=500)
+    raw = {row["phase"]: row["accuracy"] for row in m["phases"]}
+    assert raw[3] - np.mean([raw[p] for p in (0, 1, 2)]) > 0.05  # pooled means are biased
+    assert m["gap_p_value"] > 0.01 and m["period"]["detected"] is None
+    assert abs(m["phases"][3]["effect_pp"]) < 2
+
+
+def test_a_pattern_of_another_period_is_named_and_not_called_a_step_phase_effect():
+    """A period-3 pattern at step 4 is named as such, and the gap carries the caveat; a strong
+    period-5 pattern is either named or makes the analysis withhold, saying another period may
+    be the reason -- never a plain "step-phase effect"."""
+    from phasescope.reporting.text import gap_line, period_line
+
+    m = analyze_arrays(simulate(Scenario(n_contents=300, period_pp=(3, 6)), np.random.default_rng(13)))
+    assert m["period"]["detected"] == 3 and m["period"]["kind"] == "other"
+    assert "a period-3 pattern, not a step-phase effect" in m["inference_note"]
+    assert period_line(m).startswith("a period-3 pattern") and "not a step-phase effect" in gap_line(m)
+    m = analyze_arrays(simulate(Scenario(n_contents=300, period_pp=(5, 25)), np.random.default_rng(13)))
+    named = m["period"]["kind"] == "other" and "not a step-phase effect" in m["inference_note"]
+    assert named or (m["gap_p_value"] is None and "a pattern of another period" in m["inference_note"]), m
+
+
+def test_phase_dependence_sees_contents_that_disagree_on_the_bad_phase():
+    """Each content has its own phase preferences (sd 20 pp), the average has none: the
+    per-content statistic is large, significant and covers the truth, the shared part is small;
+    with no phase effect at all it stays small and its interval reaches zero."""
+    prefer = Scenario(family="drift", design="pad-prefix", phase_sd_pp=20, n_contents=100, mean_accuracy=0.5)
+    r, truth = simulate(prefer, np.random.default_rng(14), truth=True)
+    d = analyze_arrays(r, n_resamples=200)["phase_dependence"]
+    assert d["p_value"] < 0.001 and d["rms_pp"] > 10 and d["average_rms_pp"] < d["rms_pp"] / 2
+    assert d["ci_pp"][0] <= truth.dependence_pp <= d["ci_pp"][1]
+    null = analyze_arrays(simulate(Scenario(n_contents=100), np.random.default_rng(15)), n_resamples=200)
+    assert null["phase_dependence"]["rms_pp"] >= 0 and null["phase_dependence"]["ci_pp"][0] == 0.0
+
+
+def test_per_phase_intervals_count_contents_not_records():
+    """Ten contents, each right at every record or wrong at every record: the records carry the
+    information of ten units, and the interval says so (Wilson over records would be far narrower);
+    with every record right, the contents are the units."""
+    from phasescope.analysis.intervals import cluster_proportion, wilson
+
+    right, total = np.array([24] * 5 + [0] * 5), np.full(10, 24)
+    low, high = cluster_proportion(right, total)
+    assert high - low > 2 * (wilson(120, 240)[1] - wilson(120, 240)[0])
+    from scipy.stats import t
+
+    assert cluster_proportion(np.full(12, 24), np.full(12, 24)) == wilson(12, 12, t.ppf(0.975, 11))
+    assert cluster_proportion(np.full(9, 24), np.full(9, 24)) == (None, None)
+
+
+def test_a_withheld_p_value_makes_a_verdict_inconclusive_never_failed():
+    from phasescope.reproduce.verdicts import entry_verdict
+
+    def row(seed, period_p, period=4):
+        return {"recipe": "x", "seed": seed, "step": 4, "learned": True, "period": period, "period_p": period_p}
+
+    assert entry_verdict([row(s, 0.001) for s in range(3)], "period")["verdict"] == "reproduced"
+    withheld = entry_verdict([row(0, 0.001), row(1, 0.001), row(2, None, None)], "period")
+    assert withheld["verdict"] == "inconclusive" and "not testable" in withheld["why"]
+    assert entry_verdict([row(s, None, None) for s in range(3)], "control")["verdict"] == "inconclusive"
+    assert entry_verdict([row(s, 0.6, None) for s in range(3)], "control")["verdict"] == "reproduced"

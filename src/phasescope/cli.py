@@ -163,14 +163,15 @@ def cache_demo(
 @command()
 def backends() -> None:
     """List the model backends: which model spec each one loads, with an example."""
-    from phasescope.backends import BACKENDS
+    from phasescope.backends import BACKENDS, kind
 
     table = Table(title="model backends (phasescope sweep --model SPEC)")
     table.add_column("backend", no_wrap=True)
     table.add_column("spec", no_wrap=True)
     table.add_column("what it loads", overflow="fold")
-    for backend in BACKENDS.values():
-        table.add_row(backend.name, backend.example, backend.summary)
+    for name in BACKENDS:
+        module = kind(name)
+        table.add_row(name, module.EXAMPLE, module.SUMMARY)
     table.add_row(
         "python", "phasescope.sweep(obj)", "a Decoder, a transformers PreTrainedModel or any input_ids -> logits"
     )
@@ -274,7 +275,8 @@ def sweep(
         "kv-retrieval",
         help="Probe: kv-retrieval, padding-completion, or prompts:FILE.jsonl (your own prompts, one JSON object "
         'per line: {"prompt": ..., "candidates": [...], "target": i} or {"prompt": ..., "answer": ...}; padded at '
-        "{pad} or at the start). See docs/sweeps.md.",
+        "{pad} or at the start); lm-eval:TASK[,TASK...] (lm-evaluation-harness tasks as lm-eval renders them, "
+        "with --include-path DIR for your YAML tasks). See docs/sweeps.md.",
     ),
     out: str = typer.Option(..., help="Run directory; rerunning the same command resumes an interrupted run."),
     step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
@@ -316,8 +318,9 @@ def sweep(
     ),
     tokenizer: str = typer.Option(
         None,
-        help="Tokenizer directory: openai: the served model's (prompts are tokenized here, sent as ids); a "
-        "phasescope model: the tokenizer whose ids it was trained on (for text probes).",
+        help="Tokenizer directory, or deepseek-v4 / qwen3 (shipped by packages, no download): openai: the served "
+        "model's (prompts are tokenized here, sent as ids); hf: replaces the directory's own; a phasescope model: "
+        "the tokenizer whose ids it was trained on (for text probes).",
     ),
     concurrency: int = typer.Option(8, min=1, help="openai: requests in flight at once."),
     timeout: float = typer.Option(120.0, min=0.1, help="openai: seconds to wait for one request."),
@@ -344,12 +347,14 @@ def sweep(
         "default: a short haystack just long enough to put the needle beyond the raw window.",
     ),
     pair_format: str = typer.Option(
-        "words",
-        help="kv-retrieval in text: words (one token each), numbers (six digits) or codes (like k7f2-9xq3); "
-        "numbers and codes work with any tokenizer and give ~8K-16K pairs at 128K.",
+        "auto",
+        help="kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3), or auto "
+        "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
     ),
     filler: str = typer.Option(
-        None, help="prompts: the padding unit (default: the first of newline, space, '.', '-', ... that pads cleanly)."
+        None,
+        help="prompts: and text kv-retrieval: the padding unit, its token count measured in place (default: the "
+        "first of newline, space, '.', ... for prompts, ' .', ' -', ... for the haystack, that fills cleanly).",
     ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     prefix_reuse: bool = typer.Option(
@@ -368,6 +373,11 @@ def sweep(
     ),
     ensemble_pad_id: int = typer.Option(
         None, min=0, help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token)."
+    ),
+    include_path: str = typer.Option(
+        None,
+        help="--probe lm-eval:TASK[,TASK...]: a directory of your own lm-eval task YAML files, searched before "
+        "lm-eval's built-in tasks (datasets from local files: dataset_path json, data_files).",
     ),
 ) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
@@ -402,10 +412,11 @@ def sweep(
     args += ["--chat-template"] if chat_template else []
     args += ["--depth", str(depth), "--kv-gaps", kv_gaps]
     args += ["--context-tokens", str(context_tokens)] if context_tokens is not None else []
-    args += ["--pair-format", pair_format] if pair_format != "words" else []
+    args += ["--pair-format", pair_format] if pair_format != "auto" else []
     args += ["--filler", filler] if filler is not None else []
     args += ["--phase-ensemble"] if phase_ensemble else []
     args += ["--ensemble-pad-id", str(ensemble_pad_id)] if ensemble_pad_id is not None else []
+    args += ["--include-path", include_path] if include_path else []
 
     args += ["--probe-file", probe_file] if probe_file else []
     from phasescope.probes import CompletionSpec
@@ -449,6 +460,7 @@ def sweep(
         filler=filler,
         phase_ensemble=phase_ensemble,
         ensemble_pad_id=ensemble_pad_id,
+        include_path=include_path,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
     if result.plan is not None:
@@ -465,17 +477,64 @@ def analyze(
     run_dir: str = typer.Argument(..., help="Run directory holding records.jsonl."),
     resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples and permutations."),
 ) -> None:
-    """Per-phase accuracy (raw and drift-adjusted), gap with interval and p-value, period, flip rate,
+    """Per-phase accuracy (raw and drift-adjusted), gap with interval and p-value, period, phase dependence,
     same-window contrast -> metrics.json (statistics from records.jsonl alone)."""
     from phasescope.api import analyze as run
 
     metrics = run(run_dir, n_resamples=resamples)
     print_metrics(metrics, title=run_dir)
+    for table in task_metric_tables(metrics.get("task_metrics") or {}):
+        console.print(table)
+
+
+def task_metric_tables(per_task: dict) -> list[Table]:
+    """lm-eval tasks: each metric per phase, with its 95% interval by document, and at offset 0."""
+    tables = []
+    for task, metrics in per_task.items():
+        table = Table(title=f"lm-eval task {task}: its metrics per phase (offset 0 = lm-eval's own rendering)")
+        for col in ("metric", "offset 0", *(f"phase {p['phase']}" for p in next(iter(metrics.values()))["phases"])):
+            table.add_column(col, justify="right")
+        table.add_column("max-min pp (raw)", justify="right")
+        for metric, summary in metrics.items():
+            cells = [_value_ci(p["value"], p["ci"]) for p in summary["phases"]]
+            gap = summary["gap_raw_pp"]
+            table.add_row(metric, _value_ci(summary["offset_0"], None), *cells, "-" if gap is None else f"{gap:.1f}")
+        tables.append(table)
+    return tables
+
+
+def _value_ci(value, ci) -> str:
+    if value is None:
+        return "not estimable"
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+@command()
+def export(
+    run_dir: str = typer.Argument(..., help="Run directory of `phasescope sweep`."),
+    format: str = typer.Option(
+        "csv",
+        "--format",
+        help="csv, parquet or jsonl: the records (prompt ids, lm-eval task and doc_id included), per-phase, "
+        "per-offset and task-metric tables, one file each; lm-eval: one results JSON shaped like lm-eval's "
+        "(results[task][metric] at offset 0 plus phase_results[task][phase][metric]).",
+    ),
+    out: str = typer.Option(
+        None,
+        help="Where to write: a directory for tables (default RUN/export), a file for lm-eval (default "
+        "RUN/lm_eval_results.json).",
+    ),
+) -> None:
+    """The run's numbers as files for pandas, spreadsheets or lm-eval's tooling (needs phasescope[export])."""
+    from phasescope.export import export as run
+
+    for path in run(run_dir, format, out):
+        console.print(f"wrote {path}")
 
 
 def print_metrics(metrics: dict, title: str) -> None:
     from phasescope.reporting.text import (
-        flip_line,
+        dependence_line,
         gap_line,
         interval,
         number,
@@ -486,7 +545,15 @@ def print_metrics(metrics: dict, title: str) -> None:
     )
 
     table = Table(title=f"{title}: step {metrics['step']}")
-    for col in ("phase", "n", "accuracy [Wilson 95%]", "drift-adjusted", "effect pp [95%]", "mean log p", "margin"):
+    for col in (
+        "phase",
+        "n",
+        "accuracy [95%, by content]",
+        "drift-adjusted",
+        "effect pp [95%]",
+        "mean log p",
+        "margin",
+    ):
         table.add_column(col, justify="right")
     for r in metrics["phases"]:
         boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
@@ -501,7 +568,7 @@ def print_metrics(metrics: dict, title: str) -> None:
             number(r["mean_margin"], ".2f"),
         )
     console.print(table)
-    for line in (gap_line(metrics), period_line(metrics), flip_line(metrics), window_line(metrics)):
+    for line in (gap_line(metrics), period_line(metrics), dependence_line(metrics), window_line(metrics)):
         if line:
             console.print(line)
     probabilities = probability_table(metrics)
@@ -548,7 +615,7 @@ def compare(
     ),
 ) -> None:
     """Several sweep runs side by side -> DIR/compare.html (self-contained): per-phase accuracy with
-    Wilson intervals, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
+    intervals clustered by content, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
     as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`."""
     from pathlib import Path
 

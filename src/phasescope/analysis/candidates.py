@@ -9,7 +9,7 @@ text), so the records of a content within a phase are first averaged into one va
 phase's mean is the mean of those content means, and its 95% interval a t interval over
 them. Why a t interval: each content mean is bounded in [0, 1] and already averages several
 offsets, so their mean is close to normal from about ten contents; a percentile bootstrap of
-the same means is too narrow at 10-20 contents, and the flip rate uses the same interval.
+the same means is too narrow at 10-20 contents.
 Limits clipped to [0, 1]. With fewer than ``MIN_CONTENTS`` contents no interval is given.
 Descriptive, like raw accuracy: the drift over offsets is not removed.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import t as t_dist
 
-from phasescope.analysis.phase_effects import MIN_CONTENTS
+from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.records import RecordArrays
 
 METHOD = (

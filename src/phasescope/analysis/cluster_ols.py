@@ -52,11 +52,15 @@ class ClusterFit:
 
     def draws(self, rng: np.random.Generator, n_boot: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Wild cluster bootstrap: blocks of (beta* - beta [b,K], covariance* [b,K,K])."""
-        for start in range(0, n_boot, CHUNK):
-            v = rng.choice(WEBB, size=(min(CHUNK, n_boot - start), len(self.scores)))
+        n_clusters, k = self.scores.shape
+        chunk = max(8, min(CHUNK, 4_000_000 // max(n_clusters * k, 1)))  # bounds memory at ~32 MB a block
+        for start in range(0, n_boot, chunk):
+            v = rng.choice(WEBB, size=(min(chunk, n_boot - start), n_clusters))
             delta = (v @ self.scores) @ self.a_inv
-            scores = v[:, :, None] * self.scores[None] - np.einsum("ckl,bl->bck", self.hessians, delta)
-            meat = np.einsum("bck,bcl->bkl", scores, scores)
+            # refit scores v_c S_c - H_c delta, as matrix products (einsum would not use BLAS here)
+            shifted = (self.hessians.reshape(n_clusters * k, k) @ delta.T).reshape(n_clusters, k, -1)
+            scores = v[:, :, None] * self.scores[None] - shifted.transpose(2, 0, 1)
+            meat = scores.transpose(0, 2, 1) @ scores
             yield delta, self.factor * self.a_inv @ meat @ self.a_inv
 
 
@@ -73,7 +77,11 @@ def fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray, cluster: np.ndarray, n
     scores = np.zeros((n_clusters, k))
     np.add.at(scores, cluster, x * resid[:, None])
     hessians = np.zeros((n_clusters, k, k))
-    np.add.at(hessians, cluster, weight[:, None, None] * x[:, :, None] * x[:, None, :])
+    order = np.argsort(cluster, kind="stable")
+    bounds = np.searchsorted(cluster[order], np.arange(n_clusters + 1))
+    for c in np.flatnonzero(np.diff(bounds)):  # one small matrix product per cluster (np.add.at was 10x slower)
+        rows = order[bounds[c] : bounds[c + 1]]
+        hessians[c] = x[rows].T @ (weight[rows, None] * x[rows])
     n_records = float(weight.sum())
     used = int((np.bincount(cluster, minlength=n_clusters) > 0).sum())
     factor = used / max(used - 1, 1) * (n_records - 1) / max(n_records - k, 1)
@@ -101,9 +109,10 @@ def safe_ratio(value: np.ndarray, se: np.ndarray) -> np.ndarray:
     return np.where((se <= tiny) & (np.abs(value) <= tiny), 0.0, ratio)
 
 
-def bootstrap_p(null: np.ndarray, observed: float) -> float:
-    """Share of bootstrap statistics at or above the observed one, counting the observation."""
-    return float((1 + np.sum(null >= observed - 1e-12)) / (1 + len(null)))
+def bootstrap_p(null: np.ndarray, observed: float, tol: float = 1e-12) -> float:
+    """Share of bootstrap statistics at or above the observed one (within ``tol``: rounding noise
+    is not evidence), counting the observation."""
+    return float((1 + np.sum(null >= observed - tol)) / (1 + len(null)))
 
 
 def critical_value(null: np.ndarray, level: float = 0.95, axis: int = 0) -> np.ndarray:

@@ -42,3 +42,37 @@ def welch_difference(values, baseline) -> dict:
         ci = test.confidence_interval(0.95)
         row.update(ci_low=float(ci.low), ci_high=float(ci.high), p_value=float(test.pvalue))
     return row
+
+
+def wilson(successes: float, n: float, z: float = 1.959964) -> tuple[float, float] | tuple[None, None]:
+    """Wilson score interval for a binomial proportion; ``n`` may be an effective (fractional)
+    sample size. (None, None) without data."""
+    if n <= 0:
+        return (None, None)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (float(max(0.0, centre - half)), float(min(1.0, centre + half)))
+
+
+def cluster_proportion(right: np.ndarray, total: np.ndarray, level: float = 0.95, min_units: int = 10):
+    """Interval for a share of right records when records come in correlated clusters (one
+    content's records share its difficulty): ``right`` and ``total`` [C] per content.
+
+    Wilson's interval with the effective sample size n / design effect, where the design effect
+    is the cluster-robust variance of the ratio over the binomial one (at least 1), and z from
+    Student's t with C - 1 degrees of freedom (Korn & Graubard 1998). When every record is right
+    (or wrong) there is no variance to measure: the contents count as the units. Records treated
+    as independent covered the per-phase accuracy of the content population only 70-78 % of the
+    time with bimodal content difficulty. (None, None) with fewer than ``min_units`` contents."""
+    from scipy.stats import t as student_t
+
+    keep = total > 0
+    right, total = np.asarray(right, dtype=float)[keep], np.asarray(total, dtype=float)[keep]
+    units = len(total)
+    if units < min_units:
+        return (None, None)
+    n, p = total.sum(), right.sum() / total.sum()
+    var = units / (units - 1) * ((right - p * total) ** 2).sum() / n**2
+    effective = min(n, p * (1 - p) / var) if 0 < p < 1 and var > 0 else (n if 0 < p < 1 else units)
+    return wilson(p * effective, effective, float(student_t.ppf(0.5 + level / 2, units - 1)))

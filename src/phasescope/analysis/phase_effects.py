@@ -1,29 +1,35 @@
-"""Phase effects with the drift over offsets modelled (DESIGN.md §3 "confounds first").
+"""Phase effects, the gap and homogeneity with the drift over offsets modelled (docs/design.md,
+'Phase effects and the gap').
 
-Model, fitted to the records (a linear probability model; contents are clusters)::
+Stage 2 on the column effects of stage 1 (``offset_effects``; contents as clusters)::
 
-    correct = alpha[content] + sum_j b_j * P_j(x) + gamma[phase] + noise
+    delta[column] = c + trend(offset) + gamma[phase]
 
-``alpha``: one intercept per content (uneven difficulty); ``P_j``: Legendre polynomials of
-the offset scaled to [-1, 1], degree 1..``trend_degree`` (the drift: shift-needle moves the
-needle toward the query, pad-prefix lengthens the prompt); ``gamma``: the phase effects,
-reported as deviations from their mean (they sum to zero), in percentage points.
+with the trend chosen and checked by ``trend.select_trend``. ``gamma`` is reported as deviations
+from its mean over phases (percentage points). Why a linear probability model: effects come
+out in percentage points, the unit of the gap; no separation problem at 0 % or 100 %; closed
+form, so one wild cluster bootstrap of stage 1 serves every statistic.
 
-Why this model: effects come out in percentage points, the unit of the gap; it has no
-separation problem at 0 % or 100 % accuracy (logistic fixed-effects models do); with content
-fixed effects it is fitted in closed form, so the bootstrap is cheap. A phase effect is
-estimated from the contrast between offsets of different phases after the polynomial has
-absorbed everything smooth: a linear drift over 24 offsets no longer reads as a gap.
+Inference (wild cluster bootstrap by content, Webb weights, CR1-studentized):
 
-Inference (``cluster_ols``): wild cluster bootstrap by content. The gap is the largest
-pairwise phase contrast; its interval comes from simultaneous intervals for all contrasts
-(bootstrap distribution of the largest |t|): ``[max(0, max(|d| - c·se)), max(|d| + c·se)]``.
-It contains the true gap whenever every contrast interval covers its contrast (>= 95 %), and
-it can contain zero. The gap p-value is the same max-|t| test, so the interval excludes zero
-exactly when p < 0.05. Homogeneity: the cluster-robust Wald statistic of all phase effects,
-bootstrapped the same way.
+* the gap is the largest pairwise phase contrast; its interval comes from simultaneous
+  intervals for all contrasts (bootstrap distribution of the largest |t|):
+  ``[max(0, max(|d| - c·se)), max(|d| + c·se)]``. It contains the true gap whenever every
+  contrast interval covers its contrast (>= 95 %) and it can contain zero; the gap p-value is
+  the same max-|t| test, so the interval excludes zero exactly when p < 0.05;
+* the max - min of noisy effects is biased upward (a 5 pp truth read 9 pp at 30 contents), so
+  the reported gap is **bias-corrected** by inversion: the effects are scaled down along their
+  estimated pattern until the bootstrap mean of max - min (scaled effects + bootstrap noise)
+  equals the observed max - min (0 when noise alone reaches it; kept inside the interval); the
+  plug-in max - min is reported beside it. One bootstrap step (``2·gap - mean``) under-corrects
+  near zero, where the bias is largest;
+* homogeneity: the cluster-robust Wald statistic of all phase effects, bootstrapped the same way.
 
-Shape legend: M cells, K regressors, E estimable phases, Q = E(E-1)/2 phase pairs, B draws.
+Nothing is reported as drift-adjusted when the trend cannot be separated from the phases
+(fewer than three windows, or a misfit even at the most flexible separable trend): the note
+says why, and only the raw per-phase accuracies remain.
+
+Shape legend: J columns, K coefficients, E estimable phases, Q = E(E-1)/2 pairs, B draws.
 """
 
 from __future__ import annotations
@@ -32,130 +38,114 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
-from phasescope.analysis.records import Cells
-
-MIN_CONTENTS = 10  # below this, cluster-bootstrap intervals and p-values are not reported
-MAX_TREND_DEGREE = 6
-
-
-def trend_degree(n_offsets: int, shortest_period: int, cap: int = MAX_TREND_DEGREE) -> int:
-    """Degree of the drift polynomial: one degree per ``shortest_period`` offsets, so it stays
-    smoother than the shortest periodic pattern it must not absorb (24 offsets, step 4:
-    degree 6; step 8: 3), at least linear, at most ``cap`` (0: the drift is ignored).
-
-    Why so flexible: a bump a cubic cannot follow leaks into the phase effects and pushes the
-    false-positive rate above alpha; a period-4 pattern is far too fast for a degree-6
-    polynomial over 24 offsets to absorb (both measured: experiments/calibration.py)."""
-    if n_offsets < 3:
-        return 0
-    return max(0, min(cap, max(1, n_offsets // shortest_period)))
-
-
-def legendre_trend(offsets: np.ndarray, degree: int, lo: float, hi: float) -> np.ndarray:
-    """[M, degree] Legendre polynomials 1..degree of the offset scaled to [-1, 1]."""
-    x = 2 * (offsets - lo) / (hi - lo) - 1 if hi > lo else np.zeros(len(offsets))
-    return np.polynomial.legendre.legvander(x, degree)[:, 1:]
+from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, studentized
+from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, linear
+from phasescope.analysis.trend import TrendChoice, design, label_rows, select_trend, wls_map
 
 
 @dataclass
 class PhaseEffects:
-    phases: list[int]  # estimable phases, in order
-    effects: np.ndarray  # [E] deviation of each phase from the mean over phases (accuracy units)
-    effect_ci: np.ndarray | None  # [E,2] 95% interval of each effect (one at a time)
-    gap: float | None  # largest minus smallest effect
-    gap_ci: tuple[float, float] | None
-    gap_p: float | None
-    homogeneity_p: float | None
-    trend_degree: int
+    phases: list[int]  # phases observed, in order
+    effects: np.ndarray | None = None  # [E] deviation of each phase from the mean over phases (accuracy units)
+    effect_ci: np.ndarray | None = None  # [E,2] 95% interval of each effect (one at a time)
+    gap: float | None = None  # bias-corrected largest minus smallest effect
+    gap_plugin: float | None = None  # largest minus smallest effect as estimated
+    gap_ci: tuple[float, float] | None = None
+    gap_p: float | None = None
+    homogeneity_p: float | None = None
+    trend: TrendChoice | None = None
+    drift: np.ndarray | None = None  # [J] fitted trend at each column (no phase part), for per-content statistics
     note: str | None = None
 
 
-def _design(cells: Cells, phases: list[int], degree: int) -> np.ndarray:
-    """[M,K]: dummies of phases[1:] (phases[0] is the reference), then the trend polynomial."""
-    dummies = (cells.phase[:, None] == np.array(phases[1:])[None]).astype(float)
-    trend = legendre_trend(cells.offset.astype(float), degree, cells.offset.min(), cells.offset.max())
-    return np.concatenate([dummies, trend], axis=1)
-
-
-def _contrasts(n_phases: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """Effects [E,K] (sum-to-zero phase effects) and pairs [Q,K] (gamma_p - gamma_q, p < q)."""
-    gamma = np.zeros((n_phases, n_cols))  # gamma of each phase in terms of beta; phase 0 is 0
-    gamma[1:, : n_phases - 1] = np.eye(n_phases - 1)
-    effects = gamma - gamma.mean(axis=0)
-    pairs = np.array([gamma[p] - gamma[q] for p in range(n_phases) for q in range(p + 1, n_phases)])
-    return effects, pairs
-
-
-def fit_phase_effects(
-    cells: Cells,
-    rng: np.random.Generator,
-    n_boot: int = 2000,
-    max_degree: int = MAX_TREND_DEGREE,
-    level: float = 0.95,
-    step: int | None = None,
-) -> PhaseEffects:
-    """``step``: the period the phase effects repeat with (default: the number of phases seen)."""
-    phases = sorted(int(p) for p in np.unique(cells.phase))
-    degree = trend_degree(len(np.unique(cells.offset)), step or max(len(phases), 2), max_degree)
+def fit_phase_effects(fx: OffsetEffects | None, level: float = 0.95, fixed_degree: int | None = None) -> PhaseEffects:
+    """``fixed_degree``: skip the data-chosen trend (0: the drift ignored; for calibration contrasts)."""
+    if fx is None:
+        return PhaseEffects([], note="phase effects are not estimable: no column is compared within a content")
+    phases = sorted(int(p) for p in np.unique(fx.phase))
     if len(phases) < 2:
-        return PhaseEffects(phases, np.zeros(len(phases)), None, None, None, None, None, degree, _one_phase(phases))
-    y = within(cells.accuracy, cells.content, cells.n, cells.n_contents)
-    while True:
-        x = within(_design(cells, phases, degree), cells.content, cells.n, cells.n_contents)
-        if full_rank(x, cells.n) or degree == 0:
-            break
-        degree -= 1  # offsets too few for this trend next to the phases
-    if not full_rank(x, cells.n):
-        note = "phase effects are not estimable: within each content, the phases are confounded with each other"
-        return PhaseEffects(phases, np.full(len(phases), np.nan), None, None, None, None, None, degree, note)
-    model = fit(x, y, cells.n, cells.content, cells.n_contents)
-    effect_map, pair_map = _contrasts(len(phases), x.shape[1])
-    effects = effect_map @ model.beta
-    gap = float(effects.max() - effects.min())
-    if cells.n_contents < MIN_CONTENTS:
-        note = (
-            f"only {cells.n_contents} content samples: intervals and p-values need at least {MIN_CONTENTS} "
-            "(raise --samples); the numbers above describe these contents only"
+        return PhaseEffects(phases, note=_one_phase(phases))
+    choice = select_trend(fx, fx.phase, "phase", fixed_degree)
+    if choice.degree is None or (fx.inference and fixed_degree is None and not choice.checked):
+        return PhaseEffects(phases, trend=choice, note=f"drift-adjusted phase effects withheld: {choice.note}")
+    x = design(fx.offset, choice.degree, fx.phase)
+    fitted = linear(fx, wls_map(x, fx.weight))
+    rows = label_rows(len(phases), x.shape[1])
+    effects = rows @ fitted.theta
+    gap = float(np.ptp(effects))
+    drift = x[:, : 1 + choice.degree] @ fitted.theta[: 1 + choice.degree]
+    out = PhaseEffects(phases, effects, gap=gap, gap_plugin=gap, trend=choice, drift=drift)
+    if not fx.inference:
+        out.note = (
+            f"only {fx.n_informative} content samples whose answers vary: intervals and p-values need at least "
+            f"{MIN_CONTENTS} (raise --samples); the numbers describe these contents only, and the gap is not "
+            "bias-corrected"
         )
-        return PhaseEffects(phases, effects, None, gap, None, None, None, degree, note)
-    return _bootstrap(model, effects, effect_map, pair_map, gap, phases, degree, rng, n_boot, level)
+        return out
+    return _inference(out, fitted, rows, level)
 
 
-def _bootstrap(model, effects, effect_map, pair_map, gap, phases, degree, rng, n_boot, level) -> PhaseEffects:
-    cov = model.covariance
-    pair_t = np.abs(studentized(pair_map, model.beta, cov))
-    n_gamma = len(phases) - 1
-    wald = _wald(model.beta[:n_gamma], cov[:n_gamma, :n_gamma])
-    max_t, effect_t, wald_null = [], [], []
-    for delta, cov_b in model.draws(rng, n_boot):
-        max_t.append(np.abs(studentized(pair_map, delta, cov_b)).max(axis=-1))
-        effect_t.append(np.abs(studentized(effect_map, delta, cov_b)))
-        wald_null.append(_wald(delta[:, :n_gamma], cov_b[:, :n_gamma, :n_gamma]))
-    max_t, effect_t, wald_null = np.concatenate(max_t), np.concatenate(effect_t), np.concatenate(wald_null)
-    pair_se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pair_map, cov, pair_map), 0.0))
-    effect_se = np.sqrt(np.maximum(np.einsum("ek,kl,el->e", effect_map, cov, effect_map), 0.0))
+def _pairs(rows: np.ndarray) -> np.ndarray:
+    """[Q,K] gamma_p - gamma_q for p < q."""
+    n = len(rows)
+    return np.array([rows[p] - rows[q] for p in range(n) for q in range(p + 1, n)])
+
+
+def _inference(out: PhaseEffects, fitted: Linear, rows: np.ndarray, level: float) -> PhaseEffects:
+    pairs = _pairs(rows)
+    size = np.abs(pairs @ fitted.theta)
+    pair_se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pairs, fitted.cov, pairs), 0.0))
+    max_t = np.abs(studentized(pairs, fitted.boot, fitted.boot_cov)).max(axis=-1)  # [B]
     crit = critical_value(max_t, level)
-    size = np.abs(pair_map @ model.beta)
-    gap_ci = (float(max(0.0, (size - crit * pair_se).max())), float((size + crit * pair_se).max()))
-    effect_crit = critical_value(effect_t, level)
-    effect_ci = np.stack([effects - effect_crit * effect_se, effects + effect_crit * effect_se], axis=1)
-    return PhaseEffects(
-        phases=phases,
-        effects=effects,
-        effect_ci=effect_ci,
-        gap=gap,
-        gap_ci=gap_ci,
-        gap_p=bootstrap_p(max_t, float(pair_t.max())),
-        homogeneity_p=bootstrap_p(wald_null, float(wald)),
-        trend_degree=degree,
-    )
+    low, high = float(max(0.0, (size - crit * pair_se).max())), float((size + crit * pair_se).max())
+    effect_se = np.sqrt(np.maximum(np.einsum("ek,kl,el->e", rows, fitted.cov, rows), 0.0))
+    effect_crit = critical_value(np.abs(studentized(rows, fitted.boot, fitted.boot_cov)), level)
+    out.effect_ci = np.stack([out.effects - effect_crit * effect_se, out.effects + effect_crit * effect_se], axis=1)
+    out.gap = float(np.clip(debiased_gap(out.effects, fitted.boot @ rows.T), low, out.gap_plugin))
+    out.gap_ci = (low, high)
+    out.gap_p = bootstrap_p(max_t, float(np.abs(studentized(pairs, fitted.theta, fitted.cov)).max()))
+    out.homogeneity_p = _homogeneity(fitted, len(rows))
+    return out
+
+
+def debiased_gap(effects: np.ndarray, noise: np.ndarray, steps: int = 40) -> float:
+    """s * ptp(effects) for the s in [0, 1] where mean_b ptp(s * effects + noise_b) = ptp(effects)
+    (bisection; the mean is increasing in s). effects [E], noise [B,E] bootstrap deviations."""
+    observed = float(np.ptp(effects))
+
+    def excess(s: float) -> float:
+        return float(np.ptp(s * effects[None] + noise, axis=1).mean()) - observed
+
+    if excess(0.0) >= 0:
+        return 0.0
+    if excess(1.0) <= 0:
+        return observed
+    low, high = 0.0, 1.0
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (mid, high) if excess(mid) < 0 else (low, mid)
+    return (low + high) / 2 * observed
+
+
+def _homogeneity(fitted: Linear, n_phases: int) -> float:
+    """Bootstrap p-value of the cluster-robust Wald statistic of the phase indicators."""
+    g = slice(len(fitted.theta) - n_phases + 1, None)
+    observed = _wald(fitted.theta[g], fitted.cov[g, g])
+    null = _wald(fitted.boot[:, g], fitted.boot_cov[:, g, g])
+    return bootstrap_p(null, float(observed), tol=WALD_TOL)
+
+
+WALD_TOL = 1e-6  # Wald statistics closer than this are equal (chi-square scale: far below any evidence)
 
 
 def _wald(gamma: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """gammaᵀ cov⁺ gamma for [...,G] and [...,G,G] (pseudo-inverse: a phase with no spread adds 0)."""
-    inv = np.linalg.pinv(cov, hermitian=True)
-    return np.einsum("...g,...gh,...h->...", gamma, inv, gamma)
+    """gammaᵀ cov⁻¹ gamma for [...,G] and [...,G,G], in the eigenbasis of cov with its variances
+    floored at 1e-16 (a standard error of 1e-8): a direction with no spread and no effect adds ~0, one with no spread
+    but an effect (every content answers alike) adds a huge amount. (A pseudo-inverse inverted rounding
+    noise when the whole covariance was ~0 and made finer periods "significant" at random.)"""
+    variances, vectors = np.linalg.eigh(cov)
+    along = np.einsum("...gh,...g->...h", vectors, gamma)
+    return (along**2 / np.maximum(variances, 1e-16)).sum(axis=-1)
 
 
 def _one_phase(phases: list[int]) -> str:

@@ -1,43 +1,40 @@
-"""Statistics on sweep records only (DESIGN.md §3): never imports a model or a backend.
+"""Statistics on sweep records only (docs/design.md, 'Statistics'): never imports a model or a backend.
 
-``analyze_records`` puts together: per-phase raw accuracy (Wilson intervals, log-probs,
-margins); phase effects and the gap with the drift over offsets modelled
-(``phase_effects``); the period over offsets (``period``); same-window vs split-window at
-equal value phase (``windows``); the mean probability of each candidate per phase
-(``candidates``). A statistic without data is ``None`` ("not estimable"),
-never a NaN.
+``analyze_records`` puts together: per-phase raw accuracy with intervals clustered by content;
+the column effects within contents (``offset_effects``, stage 1) and everything fitted on them
+with one data-chosen, checked drift trend (``trend``): phase effects, the gap and homogeneity
+(``phase_effects``), the period over offsets (``period``); the phase dependence of each content
+(``dependence``); same-window vs split-window at equal value phase (``windows``); the mean
+probability of each candidate per phase (``candidates``). A statistic without data is ``None``
+("not estimable"), never a NaN; a p-value the design cannot support is withheld, and the note
+says why.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.stats import norm
 
 from phasescope.analysis.candidates import candidate_probabilities
-from phasescope.analysis.flips import phase_flips
+from phasescope.analysis.dependence import phase_dependence
+from phasescope.analysis.intervals import cluster_proportion, wilson
+from phasescope.analysis.offset_effects import MIN_CONTENTS, OffsetEffects, fit_offset_effects
 from phasescope.analysis.period import detect_period
-from phasescope.analysis.phase_effects import MAX_TREND_DEGREE, PhaseEffects, fit_phase_effects
+from phasescope.analysis.phase_effects import PhaseEffects, fit_phase_effects
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.windows import window_contrast
 
 MODEL = (
-    "linear probability model: content fixed effects + Legendre polynomial of the offset (the drift) + phase "
-    "effects; wild cluster bootstrap by content (Webb weights), CR1-studentized; gap interval from simultaneous "
-    "intervals of all pairwise phase contrasts"
+    "linear probability model in two stages: accuracy at each offset within contents (content fixed effects), "
+    "then a Legendre trend over offsets (degree chosen by the data: the smallest whose next terms add nothing, "
+    "checked) + phase effects; wild cluster bootstrap by content (Webb weights), CR1-studentized; gap interval "
+    "from simultaneous intervals of all pairwise phase contrasts, gap bias-corrected"
+)
+ACCURACY_INTERVAL = (
+    "95% interval clustered by content: Wilson's interval with the effective sample size (records / design "
+    "effect) and Student's t over contents; none below 10 contents"
 )
 
-
-def wilson(successes: int, n: int, level: float = 0.95) -> tuple[float, float] | tuple[None, None]:
-    """Wilson score interval for a binomial proportion (None, None without data)."""
-    if n == 0:
-        return (None, None)
-    z = norm.ppf(0.5 + level / 2)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+__all__ = ["analyze_arrays", "analyze_records", "wilson"]
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -51,10 +48,13 @@ def per_phase(r: RecordArrays, fx: PhaseEffects) -> list[dict]:
     for p in range(r.step):
         mask = r.phase == p
         y = r.correct[mask]
-        low, high = wilson(int(y.sum()), len(y))
+        right = np.bincount(r.content[mask], weights=y, minlength=r.n_contents)
+        total = np.bincount(r.content[mask], minlength=r.n_contents)
+        low, high = cluster_proportion(right, total, min_units=MIN_CONTENTS)
         row = {
             "phase": p,
             "n": int(len(y)),
+            "n_contents": int((total > 0).sum()),
             "accuracy": float(y.mean()) if len(y) else None,
             "ci_low": low,
             "ci_high": high,
@@ -64,7 +64,7 @@ def per_phase(r: RecordArrays, fx: PhaseEffects) -> list[dict]:
             "effect_pp": None,
             "effect_ci_pp": None,
         }
-        if p in fx.phases and not np.isnan(fx.effects).any():
+        if fx.effects is not None and p in fx.phases:
             i = fx.phases.index(p)
             row["adjusted_accuracy"] = overall + float(fx.effects[i])
             row["effect_pp"] = 100 * float(fx.effects[i])
@@ -72,26 +72,6 @@ def per_phase(r: RecordArrays, fx: PhaseEffects) -> list[dict]:
                 row["effect_ci_pp"] = [100 * float(v) for v in fx.effect_ci[i]]
         rows.append(row)
     return rows
-
-
-def period_of(
-    offsets: np.ndarray,
-    accuracy: np.ndarray,
-    phase_by_offset: list,
-    rng: np.random.Generator,
-    n_resamples: int,
-    degree: int,
-) -> dict:
-    """Period over offsets [D] of accuracy [D], when every offset holds one phase."""
-    if any(p is None for p in phase_by_offset):
-        return {
-            "detected": None,
-            "p_value": None,
-            "explained": {},
-            "note": "records at one offset have different phases (the probe does not align every content's anchor); "
-            "period detection needs one phase per offset",
-        }
-    return detect_period(offsets, accuracy, rng, n_resamples, max_degree=degree)
 
 
 def _ceiling_note(r: RecordArrays) -> str | None:
@@ -108,42 +88,65 @@ def _join(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 
 
+def _record_drift(r: RecordArrays, fx: OffsetEffects | None, effects: PhaseEffects) -> np.ndarray | None:
+    """[N] the fitted common drift at each record's column (None when it could not be fitted)."""
+    if fx is None or effects.drift is None:
+        return None
+    column = {(int(d), int(p)): j for j, (d, p) in enumerate(zip(fx.offset, fx.phase, strict=True))}
+    return effects.drift[[column[int(d), int(p)] for d, p in zip(r.offset, r.phase, strict=True)]]
+
+
+def _gap_caveat(period: dict) -> str | None:
+    if period.get("kind") != "other":
+        return None
+    return f"the offsets show {period['note']}"
+
+
 def analyze_records(
-    records: list[dict], seed: int = 0, n_resamples: int = 2000, trend_degree: int = MAX_TREND_DEGREE
+    records: list[dict], seed: int = 0, n_resamples: int = 2000, trend_degree: int | None = None
 ) -> dict:
     """metrics.json content from records alone."""
     r = RecordArrays.from_records(records)
     return analyze_arrays(r, seed, n_resamples, trend_degree)
 
 
-def analyze_arrays(
-    r: RecordArrays, seed: int = 0, n_resamples: int = 2000, trend_degree: int = MAX_TREND_DEGREE
-) -> dict:
+def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, trend_degree: int | None = None) -> dict:
+    """``trend_degree``: None (default) lets the data choose the drift trend; an integer fixes it
+    (0: the drift ignored -- for calibration contrasts only)."""
     rng = np.random.default_rng(seed)
-    fx = fit_phase_effects(r.cells(), rng, n_resamples, trend_degree, step=r.step)
-    phases = per_phase(r, fx)
+    fx = fit_offset_effects(r.cells(), rng, n_resamples)
+    effects = fit_phase_effects(fx, fixed_degree=trend_degree)
+    phases = per_phase(r, effects)
     raw = [row["accuracy"] for row in phases if row["accuracy"] is not None]
     offsets, by_offset = r.offset_means()
-    phase_by_offset = r.phase_by_offset()
+    period = detect_period(fx, r.step, effects.trend)
+    ceiling = _ceiling_note(r)
+    if ceiling:  # nothing varies: the reason every test is missing is the ceiling, not the sample size
+        effects.note, period["note"] = None, ceiling
+    degree = effects.trend.degree if effects.trend is not None else None
     return {
         "step": r.step,
         "n_records": int(len(r.correct)),
         "n_contents": r.n_contents,
+        "n_informative_contents": None if fx is None else fx.n_informative,
         "offsets": [int(d) for d in offsets],
         "overall_accuracy": float(r.correct.mean()),
         "phases": phases,
+        "accuracy_interval": ACCURACY_INTERVAL,
         "model": MODEL,
-        "trend_degree": fx.trend_degree,
-        "gap_pp": None if fx.gap is None else 100 * fx.gap,
-        "gap_ci_pp": None if fx.gap_ci is None else [100 * v for v in fx.gap_ci],
-        "gap_p_value": fx.gap_p,
-        "homogeneity_p_value": fx.homogeneity_p,
+        "trend_degree": degree,
+        "trend": None if effects.trend is None else effects.trend.as_dict(),
+        "gap_pp": None if effects.gap is None else 100 * effects.gap,
+        "gap_plugin_pp": None if effects.gap_plugin is None else 100 * effects.gap_plugin,
+        "gap_ci_pp": None if effects.gap_ci is None else [100 * v for v in effects.gap_ci],
+        "gap_p_value": effects.gap_p,
+        "homogeneity_p_value": effects.homogeneity_p,
         "gap_raw_pp": 100 * (max(raw) - min(raw)) if len(raw) >= 2 else None,
-        "inference_note": _join(fx.note, _ceiling_note(r)),
-        "period": period_of(offsets, by_offset, phase_by_offset, rng, n_resamples, trend_degree),
+        "inference_note": _join(effects.note, _gap_caveat(period), ceiling),
+        "period": period,
         "accuracy_by_offset": [float(x) for x in by_offset],
-        "phase_by_offset": phase_by_offset,
-        "windows": window_contrast(r, rng, n_resamples),
-        "flips": phase_flips(r),
+        "phase_by_offset": r.phase_by_offset(),
+        "windows": window_contrast(r, rng, n_resamples, trend_degree=degree or 1),
+        "phase_dependence": phase_dependence(r, _record_drift(r, fx, effects)),
         "candidate_probabilities": candidate_probabilities(r),
     }

@@ -1,4 +1,4 @@
-"""Same-window vs split-window at equal value phase (DESIGN.md §3).
+"""Same-window vs split-window at equal value phase (docs/design.md, 'Same-window contrast').
 
 Whether a key and its value share a compression entry is, for one prompt format, a function
 of the value's phase (s = w = 4, one-token key and value: "split" is exactly phase 0), so a
@@ -18,7 +18,10 @@ alone. The model, fitted to the paired differences (contents are clusters)::
 gives ``tau``, the same-window advantage at equal value phase with the format effect
 removed, with a wild-cluster-bootstrap interval and p-value. Its assumption: the format
 effect does not depend on the phase (it is measured at the concordant phases and
-subtracted at the discordant ones).
+subtracted at the discordant ones). The drift common to both renderings cancels in the
+difference; the format effect may drift too, so ``f[v]`` carries the same trend over offsets
+as the phase effects (``trend_degree``, Legendre polynomials; lowered when it would absorb the
+window contrast, and the output says which degree was used).
 
 Shape legend: M paired (content, offset, variant) rows.
 """
@@ -28,8 +31,9 @@ from __future__ import annotations
 import numpy as np
 
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized
-from phasescope.analysis.phase_effects import MIN_CONTENTS
+from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.trend import legendre
 
 
 def _cell_means(r: RecordArrays) -> dict[tuple[int, int, int], tuple[float, float, int]]:
@@ -52,35 +56,36 @@ def _status_by_phase(r: RecordArrays) -> dict[int, list[str]]:
     }
 
 
-def window_contrast(r: RecordArrays, rng: np.random.Generator, n_boot: int = 2000, level: float = 0.95) -> dict | None:
+def window_contrast(
+    r: RecordArrays, rng: np.random.Generator, n_boot: int = 2000, level: float = 0.95, trend_degree: int = 1
+) -> dict | None:
     if np.isnan(r.same_window).all():
         return None  # the probe has no keys
     by_phase = _status_by_phase(r)
     cells = _cell_means(r)
     variants = sorted({v for _, _, v in cells})
-    rows = []  # (content, variant, difference, status difference, phase)
+    rows = []  # (content, variant, difference, status difference, phase, offset)
     for (c, d, v), (y, same, phase) in cells.items():
         ref = cells.get((c, d, variants[0]))
         if v != variants[0] and ref is not None and not np.isnan(same) and not np.isnan(ref[1]):
-            rows.append((c, variants.index(v), ref[0] - y, ref[1] - same, phase))
+            rows.append((c, variants.index(v), ref[0] - y, ref[1] - same, phase, d))
     result = {"status_by_phase": {str(p): s for p, s in by_phase.items()}, "variants": variants}
     if not rows or all(row[3] == 0 for row in rows):
         return result | {"separable": False, "note": _inseparable_note(len(variants))}
     content = np.array([row[0] for row in rows])
-    x = np.zeros((len(rows), len(variants)))
-    for i, row in enumerate(rows):
-        x[i, row[1] - 1] = 1.0  # format effect of this variant vs the reference
-        x[i, -1] = row[3]  # same-window status difference (+1: the reference variant shares the window)
     y = np.array([row[2] for row in rows])
     weight = np.ones(len(rows))
-    discordant = np.array([row[3] != 0 for row in rows])
+    status = np.array([row[3] for row in rows], dtype=float)
+    discordant = status != 0
+    x, degree = _design(rows, len(variants), trend_degree)
     result |= {
         "discordant_phases": sorted({row[4] for row in rows if row[3] != 0}),
         "n_pairs": len(rows),
         "n_discordant": int(discordant.sum()),
-        "raw_same_minus_split_pp": float(100 * (y[discordant] * x[discordant, -1]).mean()),
+        "raw_same_minus_split_pp": float(100 * (y[discordant] * status[discordant]).mean()),
+        "trend_degree": degree,
     }
-    if not full_rank(x, weight):
+    if x is None:
         return result | {
             "separable": False,
             "note": "every value phase where the variants differ in window status is discordant the same way and "
@@ -107,6 +112,24 @@ def window_contrast(r: RecordArrays, rng: np.random.Generator, n_boot: int = 200
         "ci_pp": [100 * (tau - crit * se), 100 * (tau + crit * se)],
         "p_value": bootstrap_p(null, observed),
     }
+
+
+def _design(rows: list[tuple], n_variants: int, degree: int) -> tuple[np.ndarray | None, int | None]:
+    """[M, K]: each variant's format effect, its drift over offsets (Legendre 1..degree), and the
+    window-status difference (last); the degree is lowered until the design is full rank (None:
+    not even a constant format effect leaves the window contrast estimable)."""
+    offset = np.array([row[5] for row in rows], dtype=float)
+    variant = np.array([row[1] for row in rows])
+    status = np.array([[row[3]] for row in rows], dtype=float)
+    for k in range(max(degree, 0), -1, -1):
+        blocks = []
+        for v in range(1, n_variants):
+            mine = (variant == v).astype(float)[:, None]
+            blocks += [mine, mine * legendre(offset, k)]
+        x = np.concatenate([*blocks, status], axis=1)
+        if full_rank(x, np.ones(len(rows))):
+            return x, k
+    return None, None
 
 
 def _inseparable_note(n_variants: int) -> str:

@@ -25,8 +25,9 @@ from phasescope.runfiles import read_json
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")
 CAPTION = (
-    "accuracy [Wilson 95% CI]; * the run's boundary phase (step - 1); blank: the run has no such phase; "
-    "adjusted gap: max - min phase effect with the drift over offsets modelled"
+    "accuracy [95% CI clustered by content; none below 10 contents]; * the run's boundary phase (step - 1); "
+    "blank: the run has no such phase; adjusted gap: max - min phase effect with the drift over offsets "
+    "modelled, bias-corrected"
 )
 
 
@@ -73,7 +74,7 @@ def offset_curve(run: ComparedRun) -> tuple[list[int], list[float]]:
 
 
 def phase_cell(metrics: dict, phase: int) -> str:
-    """Accuracy with its Wilson interval; blank when the run's step has no such phase."""
+    """Accuracy with its interval (clustered by content); blank when the run's step has no such phase."""
     step = metrics["step"]
     if phase >= step:
         return ""
@@ -88,7 +89,8 @@ def period_cell(metrics: dict) -> str:
     period = metrics.get("period") or {}
     if period.get("p_value") is None:
         return "not tested"
-    return f"{period['detected'] or 'none'} (p = {period['p_value']:.2g})"
+    other = " (not the step)" if period.get("kind") == "other" else ""
+    return f"{period['detected'] or 'none'}{other} (p = {period['p_value']:.2g})"
 
 
 def comparison_table(runs: list[ComparedRun]) -> tuple[list[str], list[list[str]]]:
@@ -105,7 +107,7 @@ def comparison_table(runs: list[ComparedRun]) -> tuple[list[str], list[list[str]
         ["overall accuracy", *(f"{m['overall_accuracy']:.3f}" for m in ms)],
         [
             "adjusted gap pp [95%]",
-            *(number(m["gap_pp"], ".1f", missing="not estimable") + interval(m.get("gap_ci_pp")) for m in ms),
+            *(number(m["gap_pp"], ".1f", missing="withheld") + interval(m.get("gap_ci_pp")) for m in ms),
         ],
         ["gap p", *(number(m.get("gap_p_value"), ".2g") for m in ms)],
         ["detected period", *(period_cell(m) for m in ms)],

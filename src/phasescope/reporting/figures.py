@@ -16,16 +16,20 @@ from phasescope.reporting.text import gap_title  # noqa: E402
 
 
 def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
-    """Raw accuracy per phase (bars, Wilson CIs) and the drift-adjusted accuracy (dots, with the
-    phase effect's interval)."""
+    """Raw accuracy per phase (bars, 95% intervals clustered by content when there are enough
+    contents) and the drift-adjusted accuracy (dots, with the phase effect's interval)."""
     rows = [r for r in metrics["phases"] if r["accuracy"] is not None]
     phases = np.array([r["phase"] for r in rows])
     acc = np.array([r["accuracy"] for r in rows])
-    low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
-    high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
+    err = None
+    if rows and all(r["ci_low"] is not None for r in rows):
+        low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
+        high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
+        err = [low, high]
     fig, ax = plt.subplots(figsize=(5, 3.4))
     colors = ["tab:red" if p == metrics["step"] - 1 else "tab:blue" for p in phases]
-    ax.bar(phases, acc, yerr=[low, high], color=colors, capsize=4, alpha=0.6, label="raw (Wilson 95% CI)")
+    label = "raw (95% CI by content)" if err is not None else "raw (no interval: too few contents)"
+    ax.bar(phases, acc, yerr=err, color=colors, capsize=4, alpha=0.6, label=label)
     adjusted = [r for r in rows if r["adjusted_accuracy"] is not None]
     if adjusted:
         x = np.array([r["phase"] for r in adjusted]) + 0.25
@@ -69,6 +73,8 @@ def offset_accuracy(metrics: dict, path: Path) -> None:
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1.05)
     label = f"detected period {period}" if period else "no significant period"
+    if period and metrics["period"].get("kind") == "other":
+        label = f"a period-{period} pattern, not the step"
     ax.set_title(f"accuracy over offsets ({label}; shaded: alternate periods)", fontsize=9)
     _save(fig, path)
 
@@ -80,7 +86,7 @@ def periodogram(metrics: dict, path: Path) -> None:
     colors = ["tab:orange" if p == metrics["period"]["detected"] else "tab:gray" for p in periods]
     ax.bar(periods, list(explained.values()), color=colors)
     ax.set_xlabel("candidate period P")
-    ax.set_ylabel("variance over offsets explained by d mod P")
+    ax.set_ylabel("detrended variance explained by d mod P")
     p_value = metrics["period"].get("p_value")
     ax.set_title(f"periodogram (permutation p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
     _save(fig, path)
@@ -189,7 +195,7 @@ def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: P
     ys = list(range(len(rows)))[::-1]
     for y, (_, gap, ci) in zip(ys, rows, strict=True):
         if gap is None:
-            ax.text(0, y, " not estimable", va="center", fontsize=8, color="gray")
+            ax.text(0, y, " withheld (see the run's note)", va="center", fontsize=8, color="gray")
             continue
         # clip: an interval need not contain the point estimate, and errorbar refuses negative lengths
         err = None if ci is None else [[max(gap - ci[0], 0)], [max(ci[1] - gap, 0)]]

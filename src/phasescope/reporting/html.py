@@ -10,7 +10,7 @@ from pathlib import Path
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.text import (
-    flip_line,
+    dependence_line,
     gap_line,
     interval,
     number,
@@ -39,7 +39,7 @@ def write_report(run_dir: Path) -> Path:
 
 def _phase_table(metrics: dict) -> str:
     head = (
-        "<tr><th>phase</th><th>n</th><th>accuracy</th><th>Wilson 95% CI</th><th>drift-adjusted accuracy</th>"
+        "<tr><th>phase</th><th>n</th><th>accuracy</th><th>95% CI (by content)</th><th>drift-adjusted accuracy</th>"
         "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin</th></tr>"
     )
     rows = []
@@ -77,7 +77,7 @@ def _summary(metrics: dict) -> str:
         period_line(metrics),
         f"model: {metrics.get('model', '')} (trend degree {metrics.get('trend_degree')})",
     ]
-    lines += [line for line in (flip_line(metrics), window_line(metrics)) if line]
+    lines += [line for line in (dependence_line(metrics), window_line(metrics)) if line]
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 

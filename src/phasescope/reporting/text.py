@@ -8,15 +8,24 @@ def number(value, fmt: str = ".3f", missing: str = "-") -> str:
 
 
 def interval(pair, fmt: str = ".1f") -> str:
-    return "" if pair is None else f" [{pair[0]:{fmt}}, {pair[1]:{fmt}}]"
+    """ " [low, high]", or nothing when there is no interval (too few contents, not estimable)."""
+    if pair is None or any(v is None for v in pair):
+        return ""
+    return f" [{pair[0]:{fmt}}, {pair[1]:{fmt}}]"
 
 
 def gap_line(metrics: dict) -> str:
-    """The drift-adjusted gap with its interval and p-value, and the raw max - min beside it."""
+    """The drift-adjusted, bias-corrected gap with its interval and p-value; the plug-in and raw
+    max - min beside it; the notes (too few contents, a trend that cannot be separated, another
+    period) after it."""
+    raw = metrics.get("gap_raw_pp")
     if metrics.get("gap_pp") is None:
-        return f"phase gap not estimable: {metrics.get('inference_note')}"
+        text = f"phase gap: drift-adjusted value withheld ({metrics.get('inference_note')})"
+        return text + (f"; raw max-min {raw:.1f} pp, drift not removed" if raw is not None else "")
     text = f"phase gap {metrics['gap_pp']:.1f} pp{interval(metrics['gap_ci_pp'])} (drift-adjusted"
-    text += f"; raw max-min {metrics['gap_raw_pp']:.1f} pp)" if metrics.get("gap_raw_pp") is not None else ")"
+    if metrics.get("gap_p_value") is not None:
+        text += f", bias-corrected; plug-in max-min {metrics['gap_plugin_pp']:.1f} pp"
+    text += f"; raw max-min {raw:.1f} pp)" if raw is not None else ")"
     if metrics.get("gap_p_value") is not None:
         text += f", p = {metrics['gap_p_value']:.2g}; homogeneity p = {metrics['homogeneity_p_value']:.2g}"
     if metrics.get("inference_note"):
@@ -27,18 +36,46 @@ def gap_line(metrics: dict) -> str:
 def gap_title(metrics: dict) -> str:
     """Short form for figure titles."""
     if metrics.get("gap_pp") is None:
-        return "phase gap not estimable"
+        return "drift-adjusted phase gap withheld"
     p = f", p = {metrics['gap_p_value']:.2g}" if metrics.get("gap_p_value") is not None else ""
     return f"drift-adjusted phase gap {metrics['gap_pp']:.1f} pp{interval(metrics['gap_ci_pp'])}{p}"
 
 
 def period_line(metrics: dict) -> str:
+    """The detected period, flagged when it is not the step (or a divisor of it)."""
     period = metrics["period"]
     if period.get("p_value") is None:
-        return f"period: not tested ({period.get('note', 'no data')})"
+        return f"period: not tested ({period.get('note') or 'no data'})"
+    p = f"p = {period['p_value']:.2g}"
+    if period.get("kind") == "other":
+        return f"a period-{period['detected']} pattern ({p}), not a step-phase effect (step {metrics['step']})"
     if period["detected"]:
-        return f"detected period {period['detected']} (p = {period['p_value']:.2g})"
-    return f"no significant period (p = {period['p_value']:.2g})"
+        return f"detected period {period['detected']} ({p})"
+    return f"no significant period ({p})"
+
+
+def dependence_line(metrics: dict) -> str | None:
+    """How strongly each content's own answers depend on the phase (root mean square of its
+    phase effects), next to the part every content shares."""
+    d = metrics.get("phase_dependence")
+    if not d:
+        return None
+    if d.get("rms_pp") is None:
+        return f"phase dependence per content: not estimable ({d['note']})"
+    p = f"p = {d['p_value']:.2g}; " if d.get("p_value") is not None else ""
+    text = (
+        f"phase dependence per content {d['rms_pp']:.1f} pp{interval(d.get('ci_pp'))} ({p}shared by all contents "
+        f"{d['average_rms_pp']:.1f} pp): root mean square of each content's own phase effects, drift removed"
+    )
+    return text + (f" ({d['note']})" if d.get("note") else "")
+
+
+def dependence_short(metrics: dict) -> str:
+    """A few words for summaries (demo)."""
+    d = metrics.get("phase_dependence") or {}
+    if d.get("rms_pp") is None:
+        return ""
+    return f"; per-content phase dependence {d['rms_pp']:.1f} pp{interval(d.get('ci_pp'))}"
 
 
 def window_line(metrics: dict) -> str | None:
@@ -52,17 +89,6 @@ def window_line(metrics: dict) -> str | None:
     text += interval(w.get("ci_pp"))
     text += f" (p = {w['p_value']:.2g})" if w.get("p_value") is not None else f" ({w.get('note', '')})"
     return text + f", format-adjusted; phases compared: {w['discordant_phases']}"
-
-
-def flip_line(metrics: dict) -> str | None:
-    """How often an answer changes when the content moves by less than one step."""
-    f = metrics.get("flips")
-    if not f:
-        return None
-    return (
-        f"flip rate {f['flip_rate_pp']:+.1f} pp{interval(f.get('ci_pp'))} (answers that change when the "
-        "content moves a step +-1, beyond moving it a whole step)"
-    )
 
 
 def probability_table(metrics: dict) -> tuple[list[str], list[list[str]]] | None:

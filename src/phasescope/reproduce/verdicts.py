@@ -7,6 +7,9 @@ Rules (also printed in RESULTS.md):
   not learn;
 * an entry is "reproduced" when the test holds on every learned seed, "not reproduced" when it
   holds on none, "inconclusive" otherwise (seeds disagree);
+* a seed whose p-value the analysis withheld (too few contents, a drift it cannot separate from
+  the phases, a period it could not test) is *not testable*: never a failed test. An entry with
+  any such seed is "inconclusive" unless the testable seeds already disagree;
 * a claim tested by several entries (``period``: steps 4, 6, 8 and DeepSeek-V4) is reproduced when
   every entry is, not reproduced when any entry is not, inconclusive otherwise.
 
@@ -29,17 +32,24 @@ ALPHA = 0.05
 MIN_SEEDS = 3
 
 
-def periodic_at_step(row: dict) -> bool:
-    return row.get("period") == row["step"] and row.get("period_p") is not None and row["period_p"] < ALPHA
+def periodic_at_step(row: dict) -> bool | None:
+    """True / False, or None when the period p-value was withheld (not testable)."""
+    if row.get("period_p") is None:
+        return None
+    return row.get("period") == row["step"] and row["period_p"] < ALPHA
 
 
-def not_periodic(row: dict) -> bool:
-    return row.get("period_p") is None or row["period_p"] >= ALPHA
+def not_periodic(row: dict) -> bool | None:
+    if row.get("period_p") is None:
+        return None
+    return row["period_p"] >= ALPHA
 
 
-def same_window_effect(row: dict) -> bool:
+def same_window_effect(row: dict) -> bool | None:
+    if row.get("same_window_p") is None:
+        return None
     ci = row.get("same_window_ci_pp")
-    return row.get("same_window_p") is not None and row["same_window_p"] < ALPHA and ci is not None and ci[0] > 0
+    return row["same_window_p"] < ALPHA and ci is not None and ci[0] > 0
 
 
 TESTS = {
@@ -65,11 +75,14 @@ def entry_verdict(rows: list[dict], claim: str) -> dict:
     """Verdict of one recipe's seeds for one claim, with the numbers that decide it."""
     test, rule = TESTS[claim]
     learned = [r for r in rows if r.get("learned")]
-    hits = [bool(test(r)) for r in learned]
+    outcomes = [test(r) for r in learned]
+    hits = [o for o in outcomes if o is not None]  # testable seeds
+    untestable = len(outcomes) - len(hits)
     numbers = {
         "seeds": len(rows),
         "learned_seeds": len(learned),
         "passing_seeds": sum(hits),
+        "untestable_seeds": untestable,
         "gap_pp": spread([r.get("gap_pp") for r in learned]),
         "period": [r.get("period") for r in learned],
         "period_p": [r.get("period_p") for r in learned],
@@ -82,12 +95,18 @@ def entry_verdict(rows: list[dict], claim: str) -> dict:
         absent = f", {missing} without a checkpoint" if missing else ""
         verdict = "inconclusive"
         why = f"{len(learned)} of {len(rows)} seeds learned{absent} (a verdict needs {MIN_SEEDS} seeds that learned)"
+    elif untestable and (all(hits) or not any(hits)):
+        verdict = "inconclusive"
+        why = f"{untestable} of {len(learned)} seeds not testable (p-value withheld by the analysis); {rule} on " + (
+            f"{sum(hits)} of the {len(hits)} testable"
+        )
     elif all(hits):
         verdict, why = "reproduced", f"{rule} on all {len(learned)} seeds"
     elif not any(hits):
         verdict, why = "not reproduced", f"{rule} on none of {len(learned)} seeds"
     else:
-        verdict, why = "inconclusive", f"{rule} on {sum(hits)} of {len(learned)} seeds"
+        testable = " testable" if untestable else ""
+        verdict, why = "inconclusive", f"{rule} on {sum(hits)} of {len(hits)}{testable} seeds"
     return {"verdict": verdict, "why": why, **numbers}
 
 

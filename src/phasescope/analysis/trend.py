@@ -1,0 +1,262 @@
+"""The drift over offsets, chosen by the data and checked (docs/design.md, 'The drift model').
+
+Accuracy drifts with the offset (shift-needle moves the needle toward the query, pad-prefix
+lengthens the prompt), and a phase is a function of the offset, so a drift the model does not
+follow leaks into the phase effects -- more visibly the more contents there are, since the leak
+is a bias and the noise shrinks. Stage 2 models the column effects of stage 1 as::
+
+    delta[column] = c + sum_j b_j P_j(offset) + g[label]
+
+``P_j``: Legendre polynomials of the offset scaled to [-1, 1]; ``label``: the phase (gap,
+homogeneity) or ``offset mod P`` (period P). The degree is chosen for each model by the data:
+
+* **separable degrees**: a degree is allowed when the label effects' standard errors grow by
+  at most ``MAX_INFLATION`` over a linear trend (a polynomial flexible enough to mimic the
+  periodic pattern would absorb it); ``MIN_CYCLES`` offsets per label at least (with two windows
+  a drift and a phase effect cannot be told apart from the data);
+* **two checks per degree** k, from half the largest separable degree up (``floor_degree``): *lack
+  of fit* -- the next ``LOOKAHEAD`` Legendre terms, fitted next to the labels (which may change
+  linearly along the offsets, so a phase effect that fades is not taken for a drift), add nothing;
+  *stability* -- the label effects equal those under the most flexible separable trend (a misfit
+  that leaks into them shows as a difference, however far beyond the look-ahead it lies). The
+  smallest k whose two p-values are both above ``SELECT_LEVEL`` = 0.5 is chosen -- a deliberately
+  demanding level, so the trend errs toward flexible: an undetected misfit is what leaks; failing
+  that, the degree whose smaller p is largest, if that p is above ``ACCEPT_LEVEL`` = 0.1;
+* **checkable**: the look-ahead terms must not overlap the labels (largest canonical
+  correlation, both with the trend removed, at most ``MAX_OVERLAP``): a misfit that lies along
+  the labels is invisible to the lack-of-fit test and leaks into the label effects whole
+  (with 24 offsets at step 8 only a linear trend is checkable; at step 4, degree 9);
+* when no separable degree passes, the trend **cannot be separated** from the labels (a drift
+  too steep for the offsets, or a pattern of another period): the caller withholds its
+  p-values and says why.
+
+Both check statistics are sums of squared t statistics (of the look-ahead terms; of the
+differences between label effects); their null distributions come from the same wild cluster
+bootstrap draws as everything else.
+
+Shape legend: J columns, K stage-2 coefficients, L labels, B bootstrap draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from phasescope.analysis.cluster_ols import bootstrap_p, safe_ratio
+from phasescope.analysis.offset_effects import OffsetEffects, linear
+
+MAX_INFLATION = 1.25  # largest allowed growth of the label effects' standard errors over a linear trend
+MAX_OVERLAP = 0.7  # largest canonical correlation of the look-ahead terms with the labels (given the trend)
+MIN_CYCLES = 3  # offsets per label (phase or residue) needed before a trend can be checked
+LOOKAHEAD = 4  # Legendre terms tested beyond the chosen degree
+SELECT_LEVEL = 0.5  # the smallest degree whose look-ahead terms have p above this is chosen
+ACCEPT_LEVEL = 0.1  # failing that, the degree with the largest p is kept if that p is above this
+
+
+@dataclass
+class TrendChoice:
+    degree: int | None  # None: no trend can be fitted next to these labels
+    checked: bool  # the data confirmed the degree (lack of fit not significant)
+    lof_p: float | None  # the chosen degree's check p-value: the smaller of lack of fit and stability
+    max_degree: int  # largest separable degree
+    tried: list[tuple[int, float, float]] = field(default_factory=list)  # (degree, lack-of-fit p, stability p)
+    note: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "degree": self.degree,
+            "checked": self.checked,
+            "check_p": self.lof_p,
+            "max_separable_degree": self.max_degree,
+            "tried": [{"degree": k, "lack_of_fit_p": p, "stability_p": q} for k, p, q in self.tried],
+            "note": self.note,
+        }
+
+
+def legendre(offset: np.ndarray, degree: int) -> np.ndarray:
+    """[J, degree] Legendre polynomials 1..degree of the offset scaled to [-1, 1]."""
+    lo, hi = float(offset.min()), float(offset.max())
+    x = 2 * (offset - lo) / (hi - lo) - 1 if hi > lo else np.zeros(len(offset))
+    return np.polynomial.legendre.legvander(x, degree)[:, 1:]
+
+
+def dummies(labels: np.ndarray) -> np.ndarray:
+    """[J, L-1] indicators of every label but the first (sorted)."""
+    levels = np.unique(labels)
+    return (labels[:, None] == levels[None, 1:]).astype(float)
+
+
+def design(offset: np.ndarray, degree: int, labels: np.ndarray) -> np.ndarray:
+    """[J, K]: intercept, Legendre 1..degree, label indicators (last)."""
+    return np.concatenate([np.ones((len(offset), 1)), legendre(offset.astype(float), degree), dummies(labels)], axis=1)
+
+
+def wls_map(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """[K, J]: weighted least squares coefficients as a linear map of the column effects."""
+    root = np.sqrt(weight)[:, None]
+    return np.linalg.pinv(root * x) * root.T
+
+
+def label_rows(n_labels: int, n_cols: int) -> np.ndarray:
+    """[L, K]: each label's effect as a deviation from the mean over labels (the labels' indicator
+    coefficients are the last L-1 columns; the first label is the reference)."""
+    g = np.zeros((n_labels, n_cols))
+    g[1:, n_cols - n_labels + 1 :] = np.eye(n_labels - 1)
+    return g - g.mean(axis=0)
+
+
+def full_rank(x: np.ndarray) -> bool:
+    return x.shape[0] >= x.shape[1] and np.linalg.matrix_rank(x) == x.shape[1]
+
+
+def inflation(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int) -> float:
+    """Largest ratio of a label effect's standard error with this trend degree to its standard
+    error with a linear trend (independent records; inf when not estimable)."""
+
+    def se(k: int) -> np.ndarray:
+        x = design(offset, k, labels)
+        if not full_rank(x):
+            return np.full(len(np.unique(labels)), np.inf)
+        rows = label_rows(len(np.unique(labels)), x.shape[1])
+        cov = np.linalg.pinv(x.T @ (weight[:, None] * x), hermitian=True)
+        return np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 1e-300))
+
+    return float(np.max(se(degree) / se(1)))
+
+
+def modulated(offset: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """[J, 2(L-1)]: the label indicators and the same indicators times the centred offset. In the
+    lack-of-fit check the label effects may change linearly along the offsets (a phase effect
+    that fades as accuracy nears its ceiling), so such a change is not mistaken for a drift
+    the trend misses."""
+    marks = dummies(labels)
+    x = legendre(offset.astype(float), 1)
+    return np.concatenate([marks, marks * x], axis=1)
+
+
+def overlap(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int) -> float:
+    """Largest canonical correlation between the look-ahead terms (Legendre degree+1 ..
+    degree+LOOKAHEAD) and the label indicators, both with the trend removed (weighted). Near 1,
+    a misfit that would leak into the label effects is invisible to the lack-of-fit test."""
+    root = np.sqrt(weight)[:, None]
+    trend = root * np.concatenate([np.ones((len(offset), 1)), legendre(offset, degree)], axis=1)
+    resid = np.eye(len(offset)) - trend @ np.linalg.pinv(trend)
+    ahead = resid @ (root * legendre(offset, degree + LOOKAHEAD)[:, degree:])
+    marks = resid @ (root * dummies(labels))
+    if np.linalg.matrix_rank(ahead) < ahead.shape[1] or np.linalg.matrix_rank(marks) < marks.shape[1]:
+        return 1.0
+    return float(np.linalg.svd(np.linalg.qr(ahead)[0].T @ np.linalg.qr(marks)[0], compute_uv=False)[0])
+
+
+def max_separable_degree(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray) -> int:
+    """Largest degree whose label effects stay within MAX_INFLATION of a linear trend's and whose
+    lack of fit can still be checked (look-ahead overlap at most MAX_OVERLAP); 0: none. Weights
+    enter rounded to a quarter of their mean: the answer is a property of the design, computed
+    once per design (calibration analyses thousands of sweeps with the same offsets)."""
+    relative = np.round(4 * weight / weight.mean()) / 4
+    return _max_separable_degree(tuple(offset.tolist()), tuple(relative.tolist()), tuple(labels.tolist()))
+
+
+@lru_cache(maxsize=256)
+def _max_separable_degree(offset: tuple, weight: tuple, labels: tuple) -> int:
+    offset, weight, labels = np.array(offset, dtype=float), np.array(weight), np.array(labels)
+    best = 0
+    for k in range(1, len(offset)):
+        if not full_rank(check_design(offset, k + LOOKAHEAD, labels)):
+            break
+        if inflation(offset, weight, labels, k) > MAX_INFLATION or overlap(offset, weight, labels, k) > MAX_OVERLAP:
+            break
+        best = k
+    return best
+
+
+def cycles(offset: np.ndarray, labels: np.ndarray) -> int:
+    """The fewest distinct offsets any label is seen at."""
+    return min(len(np.unique(offset[labels == v])) for v in np.unique(labels))
+
+
+def check_design(offset: np.ndarray, degree: int, labels: np.ndarray) -> np.ndarray:
+    """[J, K]: intercept, Legendre 1..degree, modulated label indicators (the lack-of-fit model)."""
+    trend = np.concatenate([np.ones((len(offset), 1)), legendre(offset.astype(float), degree)], axis=1)
+    return np.concatenate([trend, modulated(offset, labels)], axis=1)
+
+
+def lack_of_fit_p(fx: OffsetEffects, labels: np.ndarray, degree: int, upto: int) -> float:
+    """Bootstrap p-value that Legendre terms degree+1..upto add nothing next to the (modulated) labels."""
+    x = check_design(fx.offset, upto, labels)
+    fitted = linear(fx, wls_map(x, fx.weight), with_cov=False)
+    terms = np.arange(1 + degree, 1 + upto)
+    se = fitted.se[terms]
+    observed = float((safe_ratio(fitted.theta[terms], se) ** 2).sum())
+    null = (safe_ratio(fitted.boot[:, terms], se[None]) ** 2).sum(axis=1)
+    return bootstrap_p(null, observed)
+
+
+def stability_p(fx: OffsetEffects, labels: np.ndarray, degree: int, top: int) -> float:
+    """Bootstrap p-value that the label effects with this trend degree equal those with the most
+    flexible separable trend (``top``): a misfit of the smaller trend that leaks into the label
+    effects shows as a difference between the two, whatever the labels' own effects are."""
+    if degree >= top:
+        return 1.0
+
+    def effects_map(k: int) -> np.ndarray:
+        x = design(fx.offset, k, labels)
+        return label_rows(len(np.unique(labels)), x.shape[1]) @ wls_map(x, fx.weight)
+
+    diff = linear(fx, effects_map(degree) - effects_map(top), with_cov=False)
+    observed = float((safe_ratio(diff.theta, diff.se) ** 2).sum())
+    null = (safe_ratio(diff.boot, diff.se[None]) ** 2).sum(axis=1)
+    return bootstrap_p(null, observed)
+
+
+def floor_degree(top: int) -> int:
+    """The least flexible trend tried: half the largest separable degree. A trend that is too simple
+    for the drift is what leaks, and the checks below cannot see every leak (measured: at 48
+    offsets a 60 pp logistic fall gave 8-9 % false gaps when degrees from 1 up were tried, 5-6 %
+    at any fixed degree of 12 or more); the extra flexibility costs at most a few percent of the
+    phase effects' standard error."""
+    return max(1, (top + 1) // 2)
+
+
+def default_degree(n_offsets: int, n_labels: int, top: int) -> int:
+    """Unchecked fallback (too few contents to test a lack of fit): one degree per window."""
+    return max(1, min(top, n_offsets // max(n_labels, 2)))
+
+
+def select_trend(fx: OffsetEffects, labels: np.ndarray, what: str = "phase", fixed: int | None = None) -> TrendChoice:
+    """The trend degree for stage-2 effects of ``labels`` [J] (one per column); ``what`` names a
+    label in notes ("phase", "residue mod 5")."""
+    n_labels = len(np.unique(labels))
+    top = max_separable_degree(fx.offset, fx.weight, labels)
+    seen = cycles(fx.offset, labels)
+    if seen < MIN_CYCLES:
+        note = (
+            f"some {what} is seen at only {seen} offset{'s' if seen != 1 else ''}: a drift over offsets cannot be "
+            f"told from a pattern that repeats with fewer than {MIN_CYCLES} cycles (offsets must span {MIN_CYCLES} "
+            "windows or more)"
+        )
+        return TrendChoice(None, False, None, top, note=note)
+    if top < 1:
+        note = f"with these offsets not even a linear drift can be checked next to the {what} effects (add offsets)"
+        return TrendChoice(None, False, None, top, note=note)
+    if fixed is not None:
+        return TrendChoice(fixed, False, None, top, note=f"trend degree fixed at {fixed} by the caller")
+    if not fx.inference:
+        degree = default_degree(len(fx.offset), n_labels, top)
+        return TrendChoice(degree, False, None, top, note="too few contents to check the trend: degree not data-chosen")
+    tried = []
+    for k in range(floor_degree(top), top + 1):
+        tried.append((k, lack_of_fit_p(fx, labels, k, k + LOOKAHEAD), stability_p(fx, labels, k, top)))
+        if min(tried[-1][1:]) > SELECT_LEVEL:
+            return TrendChoice(k, True, min(tried[-1][1:]), top, tried)
+    best = max(tried, key=lambda row: min(row[1:]))
+    if min(best[1:]) > ACCEPT_LEVEL:
+        return TrendChoice(best[0], True, min(best[1:]), top, tried)
+    note = (
+        f"the offsets show structure that neither a smooth drift nor {what} effects explain (a drift too steep "
+        f"for these offsets, or a pattern of another period): even the most flexible trend that keeps them apart "
+        f"(degree {top}) misfits (largest check p = {min(best[1:]):.2g})"
+    )
+    return TrendChoice(top, False, min(best[1:]), top, tried, note)
