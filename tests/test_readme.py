@@ -1,4 +1,4 @@
-"""The README shows what `make demo` prints (DESIGN: README output is pasted from a real run)."""
+"""The README shows what `make demo` prints (docs/design.md, 'Conventions': README output is pasted from a real run)."""
 
 import re
 from pathlib import Path

@@ -16,7 +16,7 @@ For every compressed layer and KV head this reports, per window slot ``k = 0 .. 
   mean over rows is reported with its std and a bootstrap 95% interval over rows. Poolers
   without softmax weights (``mlp``) have no effective weights ("not estimable", None).
 
-Slot to phase (DESIGN.md §2, phase = (pos - align) mod s): a window ends at ``e`` with
+Slot to phase (docs/design.md, 'Definitions': phase = (pos - align) mod s): a window ends at ``e`` with
 ``e ≡ a_h - 1 (mod s)`` (``a_h`` the head's align), so slot k sits at ``e - w + 1 + k`` and
 has phase ``(k - w) mod s`` — ``k mod s`` when w is a multiple of s; the last slot is the
 boundary phase s-1.

@@ -8,7 +8,7 @@ import numpy as np
 
 
 def slot_phase(slot: int, step: int, window: int) -> int:
-    """Phase (DESIGN.md §2) of window slot ``slot`` (0 = oldest), for every head and align."""
+    """Phase (docs/design.md, 'Definitions') of window slot ``slot`` (0 = oldest), for every head and align."""
     return (slot - window) % step
 
 

@@ -1,4 +1,4 @@
-"""Compression scheme configuration and window geometry (DESIGN.md §2).
+"""Compression scheme configuration and window geometry (docs/design.md, 'Definitions').
 
 Geometry of a chunked scheme with step ``s``, window ``w`` and align ``a``::
 

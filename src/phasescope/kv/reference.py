@@ -1,6 +1,6 @@
 """Slow, obviously-correct reference for one attention layer (used by the tests).
 
-Everything is spelled out with Python loops straight from DESIGN.md §2: which tokens form
+Everything is spelled out with Python loops straight from docs/design.md, 'Definitions': which tokens form
 each entry, where its key is rotated, which raw tokens and entries each query sees, one
 softmax (plus sink) over them, and DeepSeek-V4's value path (``value_rope``: every value is
 rotated where its key is, each query's output is rotated back by its own position). Only the

@@ -2,7 +2,7 @@
 
 A probe builds, for each content sample and each offset, one ``ProbeItem``: the prompt ids
 the model reads, the candidate answers (token ids), which one is right, and every position
-that matters (DESIGN.md §2: positions index the exact id sequence, BOS included). Probes
+that matters (docs/design.md, 'Definitions': positions index the exact id sequence, BOS included). Probes
 check their own token exactness and raise ``ProbeError`` before any scoring starts.
 """
 
@@ -94,7 +94,7 @@ def judge(item: ProbeItem, result: dict) -> bool:
 
 
 def check_needle_placement(items: list[ProbeItem], local: int | None, window: int) -> None:
-    """Refuse items whose needle the model could read uncompressed (DESIGN.md §3).
+    """Refuse items whose needle the model could read uncompressed (docs/design.md, 'Where the needle goes').
 
     The query (the position predicting the answer, ``answer_pos - 1``) sees raw tokens
     ``q-L+1 .. q``; the needle's last token must lie at least ``L + window`` tokens before it,
