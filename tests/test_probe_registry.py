@@ -1,0 +1,71 @@
+"""Every registered probe, built by its registry entry, places the anchor at base + d for every
+offset d and every design it takes (issue #20: a new probe is one module and one registry line;
+this test then covers it, or fails naming what it needs)."""
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from phasescope.backends.tokenizers import named_tokenizer
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.probes import PROBES, build_probe, probe_module
+from phasescope.probes.base import ProbeContext, judge
+from phasescope.specs import DESIGNS, Geometry, ProbeSpec
+
+TASK = RetrievalTask(
+    n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
+)
+ROOT = Path(__file__).resolve().parents[1]
+OFFSETS = list(range(8))
+GEOMETRY = Geometry(step=4, window=4, align=0, local=8, source="test")
+# what a probe named NAME:ARGUMENT is given here, and the options it needs (lm-eval: local YAML tasks)
+ARGUMENTS = {
+    "prompts": ("examples/prompts.jsonl", {}),
+    "lm-eval": ("ps_capitals,ps_phrases", {"include_path": "tests/data/lm_eval"}),
+}
+
+
+def cases() -> list[tuple[str, str, bool]]:
+    """(probe, design, text) for every registered probe and every design it takes; kv-retrieval
+    also on the ids of a native model's task (text False)."""
+    out = []
+    for name in PROBES:
+        module = probe_module(ProbeSpec(name=f"{name}:x" if name in ARGUMENTS else name))
+        designs = DESIGNS if "design" in module.OPTIONS else ("shift-needle",)
+        out += [(name, design, True) for design in designs]
+        if name == "kv-retrieval":
+            out += [(name, design, False) for design in designs]
+    return out
+
+
+def test_every_probe_with_an_argument_is_given_one_here():
+    needs = [name for name in PROBES if hasattr(importlib.import_module(PROBES[name]), "ARGUMENT")]
+    assert sorted(needs) == sorted(ARGUMENTS), "a new NAME:ARGUMENT probe: add its test argument to ARGUMENTS"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return named_tokenizer("qwen3")
+
+
+@pytest.mark.parametrize(("name", "design", "text"), cases())
+def test_each_registered_probe_puts_the_anchor_at_base_plus_the_offset(name, design, text, tokenizer, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the argument files and the lm-eval tasks' data are named from the repository root
+    argument, options = ARGUMENTS.get(name, (None, {}))
+    spec = ProbeSpec(name=f"{name}:{argument}" if argument else name, design=design, **options)
+    if name == "kv-retrieval" and design == "shift-needle":
+        spec = ProbeSpec(name=name, design=design, kv_gaps=(0, 1))  # both renderings, each at every offset
+    task = None if text else TASK
+    ctx = ProbeContext(spec, GEOMETRY, tokenizer=tokenizer if text else None, task=task)
+    items = build_probe(ctx).items(OFFSETS, 3, np.random.default_rng(0))
+
+    base = {(it.content_id, it.variant): it.anchor_pos for it in items if it.offset == 0}
+    assert len(base) >= 3 and len(items) == len(base) * len(OFFSETS)
+    for item in items:
+        assert item.anchor_pos == base[(item.content_id, item.variant)] + item.offset
+        assert item.answer_pos == len(item.input_ids) and item.target in item.candidates
+        right = {"greedy": True, "logprobs": {c: (0.0 if c == item.target else -5.0) for c in item.candidates}}
+        wrong = {"greedy": False, "logprobs": {c: (-5.0 if c == item.target else 0.0) for c in item.candidates}}
+        assert judge(item, right) and not judge(item, wrong)
