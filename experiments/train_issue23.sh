@@ -3,14 +3,14 @@
 # free), resuming an interrupted run. Each finished run is copied into
 # src/phasescope/assets/reproduce/RECIPE-sSEED with its manifest (experiments/ship_checkpoints.py).
 #
-#   bash experiments/train_issue23.sh [RUNS_DIR]      # default runs/issue23/models; log per run there
+#   bash experiments/train_issue23.sh [RECIPE:SEED ...]   # runs under $RUNS (default runs/issue23/models)
 #
 # Order matters: tiny-full-v64 is shipped before tiny-s4-long starts from it (init_from=tiny-full-v64
 # resolves to the shipped checkpoint of the same seed); the post-training recipes start from the
 # shipped tiny-s4 and hf-deepseek-v4-tiny.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${1:-runs/issue23/models}
+RUNS=${RUNS:-runs/issue23/models}
 PY=.venv/bin/python
 export OMP_NUM_THREADS=1
 mkdir -p "$RUNS"
@@ -31,10 +31,13 @@ train() {  # recipe seed
   $PY experiments/ship_checkpoints.py "$out"
 }
 
-for recipe in tiny-full-v64 tiny-s4-post tiny-s2 tiny-s4-d64 tiny-s2-512 tiny-s4-512 tiny-v4.1-512 tiny-full-d64 \
-  tiny-s4-d64-init tiny-v4.1 tiny-s4-long hf-deepseek-v4-tiny-post hf-deepseek-v4-tiny-s2; do
-  for seed in 0 1 2; do
-    train "$recipe" "$seed"
-  done
+# RECIPE:SEED arguments train those runs in that order; without arguments, every run below
+ALL=()
+for recipe in tiny-full-v64 tiny-s4-post tiny-s2 tiny-s4-d64 tiny-s2-512 tiny-v4.1-512 hf-deepseek-v4-tiny-s2 \
+  tiny-full-d64 tiny-s4-d64-init tiny-s4-long hf-deepseek-v4-tiny-post tiny-v4.1 tiny-s4-512; do
+  for seed in 0 1 2; do ALL+=("$recipe:$seed"); done
+done
+for run in "${@:-${ALL[@]}}"; do
+  train "${run%:*}" "${run#*:}"
 done
 echo "$(date +%T) all trained"
