@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # nothing downloads: the tasks read local JSON files
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -188,6 +189,7 @@ def test_phasescope_ensemble_is_an_lm_eval_model(setup, monkeypatch):
     from lm_eval.tasks import TaskManager
 
     from phasescope import lm_eval_plugin
+    from phasescope.lm_eval_model import PhaseEnsembleLM
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(sys, "argv", ["/usr/bin/lm_eval", "--model", "phasescope-ensemble"])
@@ -200,5 +202,11 @@ def test_phasescope_ensemble_is_an_lm_eval_model(setup, monkeypatch):
         task_manager=TaskManager(include_path=TASKS, include_defaults=False),
         limit=6,
         bootstrap_iters=0,
+        device="cuda:0" if not torch.cuda.is_available() else None,  # lm_eval's CLI default: cpu here, as hf does
     )
     assert 0 <= out["results"]["ps_capitals"]["acc,none"] <= 1
+    # what the user writes in --model_args wins over lm_eval's own --device instead of clashing with it
+    lm = PhaseEnsembleLM.create_from_arg_string(
+        f"base=hf,pretrained={setup['model']},step=4,device=cpu", {"device": "cuda:0", "batch_size": 2}
+    )
+    assert lm.batch_size == 2 and lm.step == 4

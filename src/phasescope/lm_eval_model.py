@@ -22,6 +22,8 @@ Importing this module registers the name; the ``lm_eval`` command finds it throu
 
 from __future__ import annotations
 
+import warnings
+
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 
@@ -55,7 +57,7 @@ class PhaseEnsembleLM(TemplateLM):
 
         if base not in BASES or not pretrained:
             raise InputError(f"phasescope-ensemble: pass base=hf|phasescope and pretrained=DIR (got base={base!r})")
-        options = BackendOptions(dtype=dtype, device=device or "cpu", tokenizer=tokenizer)
+        options = BackendOptions(dtype=dtype, device=_usable(device), tokenizer=tokenizer)
         model = resolve_model(BASES[base] + str(pretrained), options)
         step = int(step) if step is not None else model.info.geometry.step
         if step is None:
@@ -70,6 +72,16 @@ class PhaseEnsembleLM(TemplateLM):
         self.step, self.pad_id = step, pad
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 1
         self.max_gen_toks = int(max_gen_toks)
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """lm-eval's CLI adds its own batch_size/device (device defaults to cuda:0); what the user
+        wrote in --model_args wins instead of clashing with them."""
+        from lm_eval.utils import simple_parse_args_string
+
+        args = simple_parse_args_string(arg_string)
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+        return cls(**args, **extra)
 
     @property
     def eot_token_id(self) -> int:
@@ -131,3 +143,14 @@ class PhaseEnsembleLM(TemplateLM):
 
 def _item(context: list[int], continuation: list[int]) -> ProbeItem:
     return ProbeItem(0, 0, list(context), {"c": list(continuation)}, "c", len(context), len(context))
+
+
+def _usable(device: str | None) -> str:
+    """``device``, or cpu when lm-eval's default cuda:0 meets a machine without CUDA (as lm-eval's
+    own hf model does); a device asked for in --model_args that is missing is still refused."""
+    import torch
+
+    if device and device.startswith("cuda") and not torch.cuda.is_available():
+        warnings.warn(f"phasescope-ensemble: no CUDA here, running on cpu instead of {device}", stacklevel=2)
+        return "cpu"
+    return device or "cpu"
