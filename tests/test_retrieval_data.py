@@ -63,3 +63,11 @@ def test_generator_is_deterministic_per_seed():
 def test_impossible_tasks_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RetrievalTask(**{**TASK.to_dict(), **kwargs})
+
+
+def test_the_defaults_are_a_valid_task_the_tiny_recipes_task():
+    from phasescope.train.recipes import TINY_TASK
+
+    assert RetrievalTask() == TINY_TASK
+    batch = sample_batch(RetrievalTask(), 2, np.random.default_rng(0))
+    assert batch.input_ids.shape == (2, 128) and batch.value_pos.shape == (2, 8)

@@ -50,6 +50,53 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, stop_at):
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+@pytest.mark.parametrize("interrupt_at", [1, 3, 5], ids=["before-first-checkpoint", "at-switch", "after-switch"])
+def test_ctrl_c_checkpoints_the_last_step_and_resume_loses_nothing(tmp_path, monkeypatch, interrupt_at):
+    """Ctrl-C between checkpoints (every 2 steps here) saves the last completed step; --resume says
+    where it starts and continues bit-identically, its log not cut."""
+    from phasescope.train import trainer
+
+    straight = tmp_path / "straight"
+    train(quick_cfg(), straight, progress=False)
+
+    real, calls = trainer.batch_loss, []
+
+    def interrupting(model, input_ids, targets):
+        calls.append(1)
+        if len(calls) == interrupt_at + 1:  # in the forward of step `interrupt_at`: steps 0..interrupt_at-1 are done
+            raise KeyboardInterrupt
+        return real(model, input_ids, targets)
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(trainer, "batch_loss", interrupting)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        train(quick_cfg(), run, progress=False)
+    monkeypatch.setattr(trainer, "batch_loss", real)
+    assert f"holds step {interrupt_at} of 8: continue with the same command and --resume" in str(stopped.value)
+    assert len(losses(run)) == interrupt_at
+
+    said = []
+    train(quick_cfg(), run, resume=True, progress=False, say=said.append)
+    assert said == [
+        f"resuming {run} from {run / 'checkpoints' / f'step-{interrupt_at}'} (step {interrupt_at} of 8); "
+        "log entries after it are recomputed"
+    ]
+    assert losses(run) == losses(straight)
+    from safetensors.torch import load_file
+
+    wa, wb = load_file(straight / "model.safetensors"), load_file(run / "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_resume_without_a_checkpoint_says_it_starts_again(tmp_path):
+    (tmp_path / "run").mkdir()
+    cfg = quick_cfg()
+    (tmp_path / "run" / "train_config.json").write_text(cfg.to_json())
+    said = []
+    train(cfg, tmp_path / "run", resume=True, progress=False, say=said.append)
+    assert said and "has no checkpoint yet, so training starts again at step 0" in said[0]
+
+
 def test_resume_refuses_a_different_config(tmp_path):
     train(quick_cfg(), tmp_path, progress=False)
     with pytest.raises(CheckpointError, match=r"differs from the checkpoint's in \['lr'\]"):
@@ -198,3 +245,31 @@ def test_qwen3_recipe_estimate_builds_and_runs_a_step():
     assert result["params"] > 1e8 and np.isfinite(result["loss"])
     assert result["weights_grads_adam_gib"] == pytest.approx(16 * result["params"] / 2**30)
     assert result["hours_on_one_h100"] > 0
+
+
+def test_the_train_command_says_what_ctrl_c_kept_and_what_resume_continues_from(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+    from phasescope.train import trainer
+
+    real, calls = trainer.batch_loss, []
+
+    def interrupting(model, input_ids, targets):
+        calls.append(1)
+        if len(calls) == 4:  # during step 3: steps 0-2 are done, the last checkpoint is step 2
+            raise KeyboardInterrupt
+        return real(model, input_ids, targets)
+
+    argv = ["train", "tiny-s4", "--out", str(tmp_path / "run"), "--no-progress"] + sum(
+        (["--set", a] for a in QUICK), []
+    )
+    monkeypatch.setattr(trainer, "batch_loss", interrupting)
+    stopped = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
+    monkeypatch.setattr(trainer, "batch_loss", real)
+    assert stopped.exit_code == 130
+    assert "holds step 3 of 8: continue with the same command and --resume" in " ".join(stopped.output.split())
+    again = CliRunner().invoke(app, [*argv, "--resume"], env={"COLUMNS": "200"})
+    assert again.exit_code == 0 and "(step 3 of 8); log entries after it are recomputed" in " ".join(
+        again.output.split()
+    )

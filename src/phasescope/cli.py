@@ -49,8 +49,9 @@ def guarded(command):
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.BadParameter):
             raise
-        except KeyboardInterrupt:
-            console.print("interrupted: finished work is on disk; rerun the same command to continue")
+        except KeyboardInterrupt as err:  # a command that knows more says it in the interrupt's message
+            what = err.args[0] if err.args else "finished work is on disk; rerun the same command to continue"
+            console.print(f"interrupted: {what}", highlight=False)
             raise typer.Exit(code=130) from None
         except (InputError, OSError) as err:
             if DEBUG["on"]:
@@ -232,7 +233,8 @@ def train(
         print_estimate(cfg)
         return
     run_dir = Path(out) if out else Path("runs") / f"{cfg.name}-seed{cfg.seed}"
-    result = run_training(cfg, run_dir, resume=resume, progress=progress, stop_at=stop_after)
+    say = functools.partial(console.print, highlight=False)
+    result = run_training(cfg, run_dir, resume=resume, progress=progress, stop_at=stop_after, say=say)
     phases = "  ".join(f"{p}:{a:.0%}" for p, a in enumerate(result["eval_accuracy_by_phase"]))
     console.print(
         f"{cfg.name}: held-out retrieval accuracy {result['eval_accuracy']:.1%} "

@@ -39,15 +39,16 @@ IGNORE = -100
 class RetrievalTask:
     """Sequences of key->value pairs with filler, then queries for some of the keys."""
 
-    n_keys: int = 64  # distinct key tokens
-    n_values: int = 64  # distinct value tokens
+    # the defaults are the tiny recipes' task (train.recipes.TINY_TASK), a valid 128-token row
+    n_keys: int = 32  # distinct key tokens
+    n_values: int = 32  # distinct value tokens
     n_filler: int = 8  # distinct filler tokens
     key_len: int = 1
     value_len: int = 1
     n_pairs: int = 16
-    n_queries: int = 4
-    max_gap: int = 3  # filler tokens between pairs: uniform 0..max_gap
-    min_distance: int = 16  # queried pair ends more than this many tokens before the queries
+    n_queries: int = 8
+    max_gap: int = 2  # filler tokens between pairs: uniform 0..max_gap
+    min_distance: int = 8  # queried pair ends more than this many tokens before the queries
     seq_len: int = 128
 
     def __post_init__(self) -> None:

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,11 +192,19 @@ def _prepare_run_dir(out: Path, cfg: TrainConfig, resume: bool) -> Path | None:
     return latest_checkpoint(out)  # None: stopped before its first checkpoint; starts again at step 0
 
 
-def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True, stop_at: int | None = None) -> dict:
+def train(
+    cfg: TrainConfig,
+    out: Path,
+    resume: bool = False,
+    progress: bool = True,
+    stop_at: int | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict:
     """Run (or continue) a training run; returns the last evaluation.
 
     ``stop_at``: checkpoint and return after this many steps in total (time-boxed jobs;
-    ``--resume`` continues exactly).
+    ``--resume`` continues exactly). ``say``: where to tell what a resume starts from. An
+    interruption (Ctrl-C) checkpoints the last completed step, so ``--resume`` loses nothing.
     """
     ddp = setup_distributed()
     if cfg.threads:
@@ -218,6 +227,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
             raise CheckpointError(
                 f"{checkpoint / 'state.json'} lacks step/compressed; delete {checkpoint} and --resume"
             )
+    if resume:
+        say(_resume_note(out, cfg, checkpoint, start))
     if stop_at is not None and stop_at <= start:
         raise InputError(f"--stop-after {stop_at}: the run is already at step {start}; it counts steps in total")
     out.mkdir(parents=True, exist_ok=True)
@@ -235,12 +246,67 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     logger.truncate_from(start)
     wrapped = _wrap(model, ddp)
 
-    rows = slice(ddp.rank, None, ddp.world)
-    tokens_per_step = cfg.batch_size * cfg.task.seq_len
     bar = TrainProgress(progress and ddp.main, cfg, start)
     last_eval: dict = {}
+    done = Done(start, compressed)
+    try:
+        last_eval = _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done, stop_at)
+    except KeyboardInterrupt:
+        if bar:
+            bar.close()
+        raise KeyboardInterrupt(_checkpoint_on_interrupt(cfg, out, ddp, done, start)) from None
+    if bar:
+        bar.close()
+    if ddp.main and (stop_at is None or stop_at >= cfg.steps):
+        export_model(out, cfg, done.model)
+    if not last_eval:  # stopped between evaluations, or resumed a finished run
+        last_eval = evaluate(cfg, done.model, cfg.eval_batches)
+    return last_eval
+
+
+@dataclass
+class Done:
+    """The last completed step: its count, whether it was compressed, and the model and optimizer
+    after it (the warm-start switch builds new ones, so these stay the pre-switch pair until the
+    switch step completes); ``updating`` while an optimizer step is half done (nothing is saved then)."""
+
+    steps: int
+    compressed: bool
+    model: torch.nn.Module | None = None
+    optimizer: object = None
+    updating: bool = False
+
+
+def _resume_note(out: Path, cfg: TrainConfig, checkpoint: Path | None, start: int) -> str:
+    if checkpoint is None:
+        return (
+            f"--resume: {out} has no checkpoint yet, so training starts again at step 0 (the run is deterministic: "
+            "its log is recomputed line for line)"
+        )
+    return f"resuming {out} from {checkpoint} (step {start} of {cfg.steps}); log entries after it are recomputed"
+
+
+def _checkpoint_on_interrupt(cfg: TrainConfig, out: Path, ddp, done: Done, start: int) -> str:
+    """Save the last completed step (unless a checkpoint of it exists or an update was half done)
+    and say what ``--resume`` will continue from."""
+    last = latest_checkpoint(out)
+    fresh = done.steps > start and (last is None or last.name != f"step-{done.steps}")
+    if ddp.main and fresh and not done.updating and done.model is not None:
+        last = save_checkpoint(out, done.steps, done.model, done.optimizer, {"compressed": done.compressed})
+    if last is None:
+        return f"no checkpoint was written before the interruption: --resume starts {out} again at step 0"
+    step = read_json(last / "state.json", "checkpoint state", f"delete {last}").get("step")
+    return f"checkpoint {last} holds step {step} of {cfg.steps}: continue with the same command and --resume"
+
+
+def _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done: Done, stop_at) -> dict:
+    """Steps ``done.steps .. cfg.steps - 1``; ``done`` follows every completed step."""
+    rows = slice(ddp.rank, None, ddp.world)
+    tokens_per_step = cfg.batch_size * cfg.task.seq_len
+    compressed, last_eval = done.compressed, {}
+    done.model, done.optimizer = model, optimizer
     tick = time.perf_counter()
-    for step in range(start, cfg.steps):
+    for step in range(done.steps, cfg.steps):
         if step == cfg.warm_start_steps and not compressed:
             model, optimizer, wrapped = _switch_to_compressed(cfg, model, ddp)
             compressed = True
@@ -254,8 +320,9 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         loss_value = _mean_over_ranks(loss.detach(), ddp)
         _check_finite(loss_value, float(grad_norm), step, out)  # before the step: the weights stay good
+        done.updating = True
         optimizer.step()
-        done = step + 1
+        finished = step + 1
         elapsed, tick = time.perf_counter() - tick, time.perf_counter()
         record = {
             "step": step,
@@ -265,24 +332,25 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
             "tokens_per_s": tokens_per_step / max(elapsed, 1e-9),
             "compressed": compressed,
         }
-        if done % cfg.eval_every == 0 or done == cfg.steps:
+        if finished % cfg.eval_every == 0 or finished == cfg.steps:
             last_eval = evaluate(cfg, model, cfg.eval_batches)
             record.update(last_eval)
         logger.write(record)
-        stopping = done == stop_at
-        if ddp.main and (done % cfg.checkpoint_every == 0 or done == cfg.steps or stopping):
-            save_checkpoint(out, done, model, optimizer, {"compressed": compressed})
+        stopping = finished == stop_at
+        if ddp.main and (finished % cfg.checkpoint_every == 0 or finished == cfg.steps or stopping):
+            save_checkpoint(out, finished, model, optimizer, {"compressed": compressed})
+        done.steps, done.compressed, done.model, done.optimizer, done.updating = (
+            finished,
+            compressed,
+            model,
+            optimizer,
+            False,
+        )
         if bar:
             bar.update(loss_value, record["tokens_per_s"], last_eval.get("eval_accuracy"))
         tick = time.perf_counter()
         if stopping:
             break
-    if bar:
-        bar.close()
-    if ddp.main and (stop_at is None or stop_at >= cfg.steps):
-        export_model(out, cfg, model)
-    if not last_eval:  # stopped between evaluations, or resumed a finished run
-        last_eval = evaluate(cfg, model, cfg.eval_batches)
     return last_eval
 
 
