@@ -148,10 +148,15 @@ def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen, tmp_path):
     result = runner.invoke(app, [*args, "--probe", f"prompts:{EXAMPLE}", "--out", str(run)])
     assert result.exit_code == 0, result.output
     assert "scored 192 records" in result.output
+    labels = (
+        "geometry: step s = 4, window w = 4, align 0, raw window L = unknown (labels only: the model is not compressed"
+    )
+    assert labels in result.output  # the geometry the phases were counted with, and where it came from
     assert f"prompts:{EXAMPLE}" in json.loads((run / "manifest.json").read_text())["command"]
     long = [*args, "--context-tokens", "4096", "--pair-format", "codes", "--out", str(tmp_path / "x"), "--dry-run"]
     result = runner.invoke(app, long)
     assert result.exit_code == 0, result.output
+    assert "geometry: step s = 4" in result.output
     longest = int(result.output.split("longest_sequence ")[1].split()[0].replace(",", ""))
     assert 4000 <= longest <= 4096
     bad = runner.invoke(app, [*args, "--probe", "prompts:nowhere.jsonl", "--out", str(tmp_path / "y")])

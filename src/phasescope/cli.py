@@ -465,6 +465,8 @@ def sweep(
         include_path=include_path,
         command="phasescope sweep " + " ".join(shlex.quote(a) for a in args),
     )
+    if result.geometry is not None:
+        console.print(f"geometry: {result.geometry.describe()}", highlight=False)
     if result.plan is not None:
         console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in result.plan.items()))
         return

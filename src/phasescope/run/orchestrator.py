@@ -38,6 +38,7 @@ class SweepResult:
     records: list[dict]
     scored: int  # records scored by this call (0: the run was already complete)
     plan: dict | None = None  # with dry_run: what the sweep would cost, nothing scored or written
+    geometry: Geometry | None = None  # what phases were counted with (step, window, align, L, its source)
 
 
 def same_window(key_first: int, value_last: int, step: int, window: int, align: int) -> bool:
@@ -218,7 +219,7 @@ def run_sweep(
     if run.dry_run:
         pairs = probe.spec().get("pairs")  # key-value probes: pairs in each prompt
         extra = {"pairs_per_prompt": pairs} if isinstance(pairs, int) else {}
-        return SweepResult(None, [], 0, extra | checks.plan(model))
+        return SweepResult(None, [], 0, extra | checks.plan(model), geometry)
     saved = spec_json(spec, probe, samples, geometry, batch_size, model.info.description)
     out = Path(run.out) if run.out is not None else None
     with RunLock(out):
@@ -228,7 +229,7 @@ def run_sweep(
             done = _open_run_dir(out, saved, model, checks.keys, make_manifest)
         total = len(checks.keys)
         scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total)
-    return SweepResult(out, sorted(done.values(), key=record_key), scored)
+    return SweepResult(out, sorted(done.values(), key=record_key), scored, geometry=geometry)
 
 
 def spec_json(spec: SweepSpec, probe: Probe, samples: int, geometry: Geometry, batch_size: int, model: str) -> dict:
