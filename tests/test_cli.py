@@ -15,6 +15,13 @@ def test_help_lists_commands():
         assert command in result.output
 
 
+def test_version_prints_the_package_version():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"phasescope {version('phasescope')}"
+
+
 def test_schemes_lists_every_scheme_and_pooler():
     result = runner.invoke(app, ["schemes"], env={"COLUMNS": "200"})
     assert result.exit_code == 0

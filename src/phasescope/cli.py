@@ -19,9 +19,20 @@ console = Console()
 DEBUG = {"on": False}  # set by --debug before any command runs
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from phasescope.version import __version__
+
+        console.print(f"phasescope {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def options(
     debug: bool = typer.Option(False, "--debug", help="On any error, show the full Python traceback."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print phasescope's version and exit."
+    ),
 ) -> None:
     """phasescope: find and measure phase sensitivity in models with chunked KV-cache compression."""
     DEBUG["on"] = debug
