@@ -95,6 +95,12 @@ def test_interrupted_sweep_resumes_to_byte_identical_metrics(tmp_path):
     assert (part / "metrics.json").read_bytes() == (tmp_path / "whole" / "metrics.json").read_bytes()
     assert phasescope.sweep(model, out=part, **kwargs).scored == 0, "a finished run is skipped"
 
+    cut = tmp_path / "no-final-newline"
+    phasescope.sweep(model, out=cut, **kwargs)
+    (cut / "records.jsonl").write_text("".join(lines[:40]).rstrip("\n"))  # complete records, no final newline
+    assert phasescope.sweep(model, out=cut, **kwargs).scored == len(lines) - 40
+    assert (cut / "records.jsonl").read_text() == "".join(lines), "the next record was not appended onto the last"
+
 
 def test_bad_sweeps_fail_before_scoring(tmp_path):
     model = planted_model()

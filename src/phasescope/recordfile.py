@@ -25,6 +25,7 @@ OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos")
 class RecordFile:
     records: list[dict]
     truncated_tail: bool  # the last line was cut short (an interrupted write) and is left out
+    unterminated: bool = False  # the file does not end with a newline (an append would join two records)
 
 
 def record_key(record: dict) -> tuple:
@@ -134,7 +135,7 @@ def read_records(path: Path) -> RecordFile:
                 "that line (rerunning the sweep rescores deleted records)"
             ) from None
     check_records_in_file(records, path)
-    return RecordFile(records, truncated)
+    return RecordFile(records, truncated, unterminated=bool(text) and not text.endswith("\n"))
 
 
 def check_records_in_file(records: list[dict], path: Path) -> None:

@@ -352,7 +352,9 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
                 f"{out / 'records.jsonl'} line {number} (content {record['content_id']!r}, offset {record['offset']}) "
                 f"is not part of this sweep; {fix}"
             )
-    if found.truncated_tail:  # a line cut by an interruption: drop it, it is rescored
+    # a line cut by an interruption is dropped (it is rescored); a complete last line without its
+    # newline gets one, so the next record is not appended onto it
+    if found.truncated_tail or found.unterminated:
         atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in found.records))
     return {record_key(r): r for r in found.records}
 
