@@ -34,7 +34,9 @@ def test_savings_reports_the_formula_ratio():
     assert result.exit_code == 0
     # raw K and V for 128 tokens + one shared K=V entry per 4 tokens (V4 stores the rotated entry once),
     # over K and V of 131072 tokens: (2*128 + 131072/4) / (2*131072) = 12.6%
-    assert "12.6%" in result.output
+    assert "12.6%" in result.output and "7.9x smaller" in result.output
+    short = runner.invoke(app, ["savings", "--scheme", "v4-csa", "--tokens", "1"], env={"COLUMNS": "200"})
+    assert "300.0%, 3.0x larger" in short.output and "smaller" not in short.output  # not "0.3x smaller"
 
 
 def test_bad_input_is_a_clear_error_not_a_traceback():

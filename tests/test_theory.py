@@ -103,3 +103,13 @@ def test_cli_registers_theory_with_help_on_every_option():
     assert result.exit_code == 0
     for option in ("--step", "--starts", "--seed", "--capacity", "--noise", "--out"):
         assert option in result.output
+
+
+@pytest.mark.parametrize("bad", [["--noise", "inf"], ["--capacity", "inf"]])
+def test_cli_refuses_a_non_finite_noise_or_capacity(bad):
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+
+    result = CliRunner().invoke(app, ["theory", *bad], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and f"{bad[0]} " in result.output and "a finite number" in result.output

@@ -695,8 +695,13 @@ def theory(
 ) -> None:
     """Gradient-flow model of training a compressor (docs/theory.md): when pooling breaks symmetry."""
     import json
+    import math
     import time
     from pathlib import Path
+
+    for name, value in (("--noise", noise), ("--capacity", capacity)):
+        if not math.isfinite(value):
+            raise InputError(f"{name} {value} is invalid; allowed: a finite number (the model's numbers would be NaN)")
 
     from phasescope.theory import run_theory
 

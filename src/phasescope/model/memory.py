@@ -53,9 +53,14 @@ class Savings:
     def __str__(self) -> str:
         return (
             f"KV cache after {self.n_tokens} tokens: {self.compressed_bytes / 2**20:.2f} MiB vs "
-            f"{self.full_bytes / 2**20:.2f} MiB with full attention ({self.ratio:.1%}, "
-            f"{1 / self.ratio:.1f}x smaller)"
+            f"{self.full_bytes / 2**20:.2f} MiB with full attention ({self.ratio:.1%}, {self._relation()})"
         )
+
+    def _relation(self) -> str:
+        """Short contexts: the compressed cache's fixed parts (window state, raw window) can make it larger."""
+        if self.ratio > 1:
+            return f"{self.ratio:.1f}x larger: at this length the window state and raw window outweigh the savings"
+        return "the same size" if self.ratio == 1 else f"{1 / self.ratio:.1f}x smaller"
 
 
 def savings(cfg: ModelConfig, n_tokens: int, itemsize: int = 4) -> Savings:
