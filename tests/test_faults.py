@@ -93,6 +93,14 @@ def test_resuming_with_changed_weights_is_refused_and_another_path_is_fine(swept
     assert result.exit_code == 0 and "already complete" in result.output
 
 
+def test_a_model_directory_as_out_or_a_manifest_without_fingerprint_is_refused(swept, model_dir):
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(model_dir), *FAST), "holds a model")
+    manifest = json.loads((swept / "manifest.json").read_text())
+    del manifest["model_fingerprint"]
+    (swept / "manifest.json").write_text(json.dumps(manifest))
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST), "records no weights fingerprint")
+
+
 # 4. stale report
 def test_report_describes_the_records_on_disk(tmp_path, model_dir):
     run = tmp_path / "run"

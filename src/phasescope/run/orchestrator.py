@@ -29,6 +29,8 @@ from phasescope.run.generation import grade_records
 from phasescope.runfiles import atomic_write_text, differing_keys, read_json
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
+# what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
+MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
 
 
@@ -331,6 +333,12 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
     spec = json.loads(json.dumps(spec))
     spec_path, manifest_path = out / "spec.json", out / "manifest.json"
     fix = f"delete {out} to start the sweep again, or use another --out"
+    model_files = [name for name in MODEL_FILES if (out / name).exists()]
+    if model_files:
+        raise ProbeError(
+            f"--out {out} holds a model ({', '.join(model_files)}), not a sweep: its manifest would be taken for the "
+            "sweep's; write the sweep to another --out (e.g. a runs/ directory)"
+        )
     if spec_path.exists():
         saved = read_json(spec_path, "sweep spec", fix)
         # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
@@ -369,6 +377,11 @@ def _check_same_model(out: Path, model: Backend, manifest_path: Path, fix: str) 
     if not manifest_path.exists():
         return
     saved = read_json(manifest_path, "sweep manifest", fix).get("model_fingerprint") or ""
+    if not saved and model.info.fingerprint and (out / "records.jsonl").exists():
+        raise ProbeError(
+            f"{manifest_path} records no weights fingerprint, so its records cannot be checked to come from this "
+            f"model; resuming could mix two models' records; {fix}"
+        )
     if saved and model.info.fingerprint and saved != model.info.fingerprint:
         raise ProbeError(
             f"{out} was swept with another model (weights fingerprint {saved}, now {model.info.fingerprint}): resuming "
