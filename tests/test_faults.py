@@ -93,6 +93,15 @@ def test_resuming_with_changed_weights_is_refused_and_another_path_is_fine(swept
     assert result.exit_code == 0 and "already complete" in result.output
 
 
+def test_a_partial_run_is_analysed_with_a_note_saying_so(swept):
+    lines = (swept / "records.jsonl").read_text().splitlines(keepends=True)
+    (swept / "records.jsonl").write_text("".join(lines[: len(lines) // 3]))  # what an early interruption leaves
+    result = cli("analyze", str(swept))
+    note = json.loads((swept / "metrics.json").read_text())["records_note"]
+    assert f"partial run: {len(lines) // 3} of {len(lines)} planned records" in note
+    assert "partial run" in result.output
+
+
 def test_a_model_directory_as_out_or_a_manifest_without_fingerprint_is_refused(swept, model_dir):
     refused(cli("sweep", "--model", str(model_dir), "--out", str(model_dir), *FAST), "holds a model")
     manifest = json.loads((swept / "manifest.json").read_text())

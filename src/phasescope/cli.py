@@ -498,6 +498,8 @@ def analyze(
 
     metrics = run(run_dir, n_resamples=resamples)
     print_metrics(metrics, title=run_dir)
+    if metrics.get("records_note"):
+        console.print(f"[yellow]note:[/] {metrics['records_note']}", highlight=False)
     for table in task_metric_tables(metrics.get("task_metrics") or {}):
         console.print(table)
 

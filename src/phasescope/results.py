@@ -30,7 +30,8 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
     if not found.records:
         raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
     spec_path = run_dir / "spec.json"
-    seed = read_json(spec_path, "sweep spec").get("seed", 0) if spec_path.exists() else 0
+    spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
+    seed = spec.get("seed", 0)
     if not isinstance(seed, int):
         raise InputError(f"{spec_path}: seed must be an integer, got {seed!r}")
     metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
@@ -39,11 +40,31 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase
         metrics["task_metrics"] = per_task
     metrics["records_sha256"] = records_digest(path)
+    notes = [partial_note(spec, found.records)]
     if found.truncated_tail:
-        metrics["records_note"] = "the last line of records.jsonl was cut short (an interrupted sweep) and is left out"
+        notes.append("the last line of records.jsonl was cut short (an interrupted sweep) and is left out")
+    if any(notes):
+        metrics["records_note"] = "; ".join(n for n in notes if n)
     # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
     return metrics
+
+
+def partial_note(spec: dict, records: list[dict]) -> str | None:
+    """What an interrupted sweep leaves: fewer records than its spec plans (contents x offsets x
+    renderings). lm-eval sweeps count documents per task, so they are not checked here."""
+    offsets, samples = spec.get("offsets"), spec.get("samples")
+    probe = str((spec.get("probe") or {}).get("probe", ""))
+    if not isinstance(offsets, list) or not isinstance(samples, int) or probe.startswith("lm-eval"):
+        return None
+    variants = len({r.get("variant", 0) for r in records})
+    planned = samples * len(offsets) * variants
+    if len(records) >= planned:
+        return None
+    return (
+        f"partial run: {len(records)} of {planned} planned records (an interrupted sweep?); the statistics describe "
+        "only the records present -- rerun the sweep's command (manifest.json) to finish it"
+    )
 
 
 def records_digest(path: Path) -> str:
