@@ -223,11 +223,11 @@ def window_table(results) -> str:
 
 
 def over_bound(results) -> list[str]:
-    """Null rows whose gap, homogeneity or period rate exceeds alpha + 2 s.e. of its own count."""
+    """Null rows whose gap, homogeneity, period or phase-dependence rate exceeds alpha + 2 s.e. of its own count."""
     bad = []
     for name, _, r, _ in results:
         limit = binomial_bound(0.05, r["n"])
-        for key in ("gap_rejects", "homogeneity_rejects", "period_detected"):
+        for key in ("gap_rejects", "homogeneity_rejects", "period_detected", "dependence_rejects"):
             if r[key] > limit:
                 bad.append(f"{name}: {key} {pct(r[key])} > {pct(limit)}")
     return bad
