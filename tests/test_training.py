@@ -273,3 +273,20 @@ def test_the_train_command_says_what_ctrl_c_kept_and_what_resume_continues_from(
     assert again.exit_code == 0 and "(step 3 of 8); log entries after it are recomputed" in " ".join(
         again.output.split()
     )
+
+
+def test_an_unfinished_run_and_each_checkpoint_can_be_swept(tmp_path):
+    """Phase effects watched forming: `sweep --model RUN/checkpoints/step-N`, and an unfinished run
+    at its latest checkpoint (said); the final checkpoint of a finished run sweeps like its model."""
+    import phasescope
+
+    run = tmp_path / "run"
+    train(quick_cfg(), run, progress=False, stop_at=4)
+    sweep = dict(samples=2, offsets=range(12), step=4)
+    with pytest.warns(UserWarning, match="unfinished training run: sweeping its latest checkpoint"):
+        latest = phasescope.sweep(str(run), **sweep).records
+    assert latest == phasescope.sweep(str(run / "checkpoints" / "step-4"), **sweep).records
+    train(quick_cfg(), run, resume=True, progress=False)
+    final = phasescope.sweep(str(run), **sweep).records
+    assert final == phasescope.sweep(str(run / "checkpoints" / "step-8"), **sweep).records
+    assert final != latest  # four more steps changed the answers' log-probs

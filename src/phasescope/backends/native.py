@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import warnings
 from pathlib import Path
 
 import torch
@@ -79,8 +80,11 @@ class DecoderSession:
 
 
 def read_task(path: str | Path) -> dict | None:
-    """The retrieval task a `phasescope train` directory was trained on (None without a train_config.json)."""
-    train_cfg = Path(path) / "train_config.json"
+    """The retrieval task a `phasescope train` directory (or one of its checkpoints) was trained on
+    (None without a train_config.json)."""
+    path = Path(path)
+    run = path.parent.parent if (path / "state.json").exists() and path.parent.name == "checkpoints" else path
+    train_cfg = run / "train_config.json"
     if not train_cfg.exists():
         return None
     task = read_json(train_cfg, "train config").get("task")
@@ -99,10 +103,32 @@ def load_native(path: str | Path, options: BackendOptions | None = None) -> Logi
     return from_decoder(model, fingerprint, task, f"phasescope model {path}", options)
 
 
+def unfinished_run(path: Path) -> Path:
+    """A training run without its final model is swept at its latest checkpoint (said, once)."""
+    latest = path / "checkpoints" / "LATEST"
+    if (path / "model_config.json").exists() or not latest.exists():
+        return path
+    checkpoint = path / "checkpoints" / latest.read_text().strip()
+    if not (checkpoint / "model_config.json").exists():
+        raise InputError(
+            f"{path} is an unfinished training run whose latest checkpoint ({checkpoint.name}) carries no "
+            "model_config.json (a transformers-architecture run, or one written before checkpoints did): finish it "
+            "with --resume, then sweep its final model"
+        )
+    warnings.warn(f"{path} is an unfinished training run: sweeping its latest checkpoint, {checkpoint}", stacklevel=2)
+    return checkpoint
+
+
 def load(spec: str, options: BackendOptions) -> LogitsBackend:
     path = Path(spec)
     if not path.exists():
         raise InputError(f"model directory {spec!r} does not exist")
+    path = unfinished_run(path)
+    if not (path / "model_config.json").exists() and (path / "train_config.json").exists():
+        raise InputError(
+            f"{path} is a training run with no final model and no checkpoint yet: continue it with `phasescope train "
+            "... --resume`, or sweep it once its first checkpoint is written"
+        )
     if not (path / "model_config.json").exists():
         raise InputError(
             f"model spec {spec!r} is not a phasescope model directory (no model_config.json there); "

@@ -33,7 +33,17 @@ class CheckpointError(InputError):
     """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""
 
 
-def save_checkpoint(out: Path, step: int, model: torch.nn.Module, optimizer, state: dict, keep: int = 2) -> Path:
+def save_checkpoint(
+    out: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer,
+    state: dict,
+    keep: int = 2,
+    model_config: dict | None = None,
+) -> Path:
+    """``model_config``: the decoder's config, written beside the weights so the checkpoint is a
+    model directory `phasescope sweep --model RUN/checkpoints/step-N` can load."""
     root = out / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
@@ -43,6 +53,8 @@ def save_checkpoint(out: Path, step: int, model: torch.nn.Module, optimizer, sta
     save_model(model, str(tmp / "model.safetensors"))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
+    if model_config is not None:
+        (tmp / "model_config.json").write_text(json.dumps(model_config, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     atomic_write_text(root / "LATEST", final.name)

@@ -292,7 +292,7 @@ def _checkpoint_on_interrupt(cfg: TrainConfig, out: Path, ddp, done: Done, start
     last = latest_checkpoint(out)
     fresh = done.steps > start and (last is None or last.name != f"step-{done.steps}")
     if ddp.main and fresh and not done.updating and done.model is not None:
-        last = save_checkpoint(out, done.steps, done.model, done.optimizer, {"compressed": done.compressed})
+        last = _checkpoint(out, done.steps, done.model, done.optimizer, done.compressed)
     if last is None:
         return f"no checkpoint was written before the interruption: --resume starts {out} again at step 0"
     step = read_json(last / "state.json", "checkpoint state", f"delete {last}").get("step")
@@ -338,7 +338,7 @@ def _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done: Done, sto
         logger.write(record)
         stopping = finished == stop_at
         if ddp.main and (finished % cfg.checkpoint_every == 0 or finished == cfg.steps or stopping):
-            save_checkpoint(out, finished, model, optimizer, {"compressed": compressed})
+            _checkpoint(out, finished, model, optimizer, compressed)
         done.steps, done.compressed, done.model, done.optimizer, done.updating = (
             finished,
             compressed,
@@ -352,6 +352,12 @@ def _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done: Done, sto
         if stopping:
             break
     return last_eval
+
+
+def _checkpoint(out: Path, step: int, model, optimizer, compressed: bool) -> Path:
+    config = model_config_of(model)  # None for a transformers model (its checkpoints are not sweepable)
+    state = {"compressed": compressed}
+    return save_checkpoint(out, step, model, optimizer, state, model_config=config and config.to_dict())
 
 
 def training_alignment(cfg: TrainConfig, model, step: int, compressed: bool):
