@@ -411,6 +411,22 @@ def tiny_s4_long() -> TrainConfig:
     return replace(cfg, batch_size=8)
 
 
+# Amendment 3 (docs/reproduction.md): the step-2 models reach the ceiling on 512-token rows too, so
+# step 2 on the long task, exactly as tiny-s4-long but s = w = 2 (rules B'' and T1'').
+@recipe("tiny-s2-long")
+def tiny_s2_long() -> TrainConfig:
+    cfg = _tiny(
+        "tiny-s2-long",
+        _s(2),
+        "tiny-s4-long with s = w = 2: 1,024-token rows with 64 pairs, from tiny-full-v64 (same seed); B'', T1''",
+        warm_start_steps=200,
+        steps=2000,
+        task=LONG_TASK,
+        init_from="tiny-full-v64",
+    )
+    return replace(cfg, batch_size=8)
+
+
 # A harder task at the tiny models' vocabulary (32 keys, 32 values: the theory's V = 32), for the
 # step-2 models, which learn the 128-token task completely (tiny-s2: 100% on 3 seeds; tiny-v4.1: 99%),
 # where no phase effect can show: 512-token rows with 32 pairs spread by 0-10 filler tokens, batch 8
