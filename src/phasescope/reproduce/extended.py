@@ -29,9 +29,12 @@ THEORY = {
     "T1'": ("tiny-s2-512", "tiny-s4-512", "T1 on 512-token rows with 32 pairs (s = 2 vs s = 4, head dim 16)"),
     # amendment 2: T2 with a head-dim-64 model whose warm start learned (from tiny-full-d64)
     "T2'": ("tiny-s4-d64-init", "tiny-s4", "T2 with the head-dim-64 model started from a trained full-attention one"),
+    # amendment 3: T1 on the 1,024-token task, where step 2 is below the ceiling
+    "T1''": ("tiny-s2-long", "tiny-s4-long", "T1 on 1,024-token rows with 64 pairs (s = 2 vs s = 4, head dim 16)"),
 }
 STEP2_HARDER = ("tiny-v4.1-512", "tiny-s4-512")  # amendment 1: B' and its gap beside step 4
 LONG_PAIR = ("tiny-s4-long", "tiny-s4")
+STEP2_LONG = ("tiny-s2-long", "tiny-s4-long")  # amendment 3: B'' and its gap beside step 4
 MIN_DROP_PP = 5.0  # a KV head counts in the stagger question when its removal costs this much on average
 
 
@@ -258,6 +261,10 @@ def judge_extended(rows: list[dict], matrix) -> dict:
             rows, STEP2_HARDER[:1], "B': on 512-token rows a step-2 compressor makes the period 2"
         ),
         "step2_512_gap": welch(rows, *STEP2_HARDER),
+        "step2_long": period_verdict(
+            rows, STEP2_LONG[:1], "B'': on 1,024-token rows a step-2 compressor makes the period 2"
+        ),
+        "step2_long_gap": welch(rows, *STEP2_LONG),
         "kv_specialization": kv_specialization(rows, [e.recipe for e in matrix if e.kv_ablation]),
         "stagger_own_phases": stagger_own_phases(rows),
         "theory": theory(rows),

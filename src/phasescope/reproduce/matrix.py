@@ -90,6 +90,7 @@ MATRIX = (
     Entry("tiny-s4-d64-init", preferences=False),  # theory T2'
     Entry("tiny-full-v64", swept=False),  # the long recipe's warm start
     Entry("tiny-s4-long", samples=128, preferences=False),  # rule E
+    Entry("tiny-s2-long", samples=128, preferences=False),  # amendment 3: B'' and T1''
 )
 
 
