@@ -5,6 +5,7 @@ scoring together, with the peak memory of the whole sweep.
     .venv/bin/python benchmarks/niah.py hf [--context 131072] [--samples 1]
     .venv/bin/python benchmarks/niah.py vllm [--context 32768] [--samples 2]
     .venv/bin/python benchmarks/niah.py deepseek-v4 [--context 131072] [--samples 1]
+    .venv/bin/python benchmarks/niah.py deepseek-v4-one-item [--context 131072]
 
 native: the shipped tiny-s4 demo model (scalar-gate pooling, s = w = 4, L = 8) on kv-retrieval
 with --context-tokens (its training rows end to end, ~37K pairs at 128K), 8 offsets,
@@ -92,9 +93,45 @@ def deepseek_v4(context: int, samples: int) -> None:
         timed_sweep("hf: tiny DeepSeek-V4, its real tokenizer", f"hf:{model}", context, samples)
 
 
+def deepseek_v4_one_item(context: int) -> None:
+    """One item (content 0, offset 0) of the study's layout scored end to end, the way a sweep
+    scores it (same probe, same backend): a whole sweep at 128K is 8 such items and, since the
+    attention over compressed entries grows with the prompt, too long for a laptop CPU."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+    import numpy as np
+
+    from hf_models import tiny_deepseek_v4
+    from phasescope.api import resolve_model
+    from phasescope.backends.base import ScoringPlan
+    from phasescope.backends.tokenizers import named_tokenizer
+    from phasescope.probes import build_probe
+    from phasescope.probes.base import ProbeContext
+    from phasescope.specs import Geometry, GeometryOverrides, ProbeSpec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        backend = resolve_model(f"hf:{tiny_deepseek_v4(Path(tmp) / 'v4', named_tokenizer('deepseek-v4'))}")
+        geometry = Geometry.resolve(backend.info.geometry, GeometryOverrides(), "tiny DeepSeek-V4")
+        ctx = ProbeContext(ProbeSpec(context_tokens=context), geometry, backend.info.tokenizer, backend.info.bos_id)
+        probe = build_probe(ctx)
+        item = next(iter(probe.stream(list(OFFSETS), 1, np.random.default_rng(0))))[0]
+        built = time.perf_counter()
+        longest = len(item.input_ids) + max(len(c) for c in item.candidates.values())
+        single = all(len(c) == 1 for c in item.candidates.values())
+        backend.prepare(ScoringPlan(geometry.step, geometry.align, 1, True, single, longest))  # read through its cache
+        result = backend.score([item])[0]
+        scored = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"hf: tiny DeepSeek-V4, its real tokenizer: one item of {len(item.input_ids):,} tokens "
+        f"({probe.spec().get('pairs')} pairs) built in {built - start:.0f} s, scored in "
+        f"{scored - built:.0f} s; {len(result['logprobs'])} candidates; peak RSS {peak:.0f} MiB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("backend", choices=["native", "hf", "vllm", "deepseek-v4"])
+    parser.add_argument("backend", choices=["native", "hf", "vllm", "deepseek-v4", "deepseek-v4-one-item"])
     parser.add_argument("--context", type=int, default=None, help="tokens per prompt (native 131072, vllm 32768)")
     parser.add_argument("--samples", type=int, default=None, help="contents, each at 8 offsets (default 2; hf 1)")
     args = parser.parse_args()
@@ -102,6 +139,8 @@ def main() -> None:
         native(args.context or 131072, args.samples or 2)
     elif args.backend == "hf":
         hf(args.context or 131072, args.samples or 1)
+    elif args.backend == "deepseek-v4-one-item":
+        deepseek_v4_one_item(args.context or 131072)
     elif args.backend == "deepseek-v4":
         deepseek_v4(args.context or 131072, args.samples or 1)
     else:
