@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from phasescope.errors import InputError
 from phasescope.inspect.preferences import (
     compare_with_run,
     effective_preferences,
@@ -104,6 +105,8 @@ def test_compare_with_run_is_descriptive():
     assert out["phases"] == [0, 1, 2]
     assert out["rho"] is None  # zero-init gate: constant weights have no rank correlation
     assert "not estimable" in out["note"]
+    with pytest.raises(InputError, match=r"counted mod 8, but the model compresses every \[4\]"):
+        compare_with_run(prefs, metrics | {"step": 8})  # a step-8 run's phases are not this model's
 
 
 def test_cli_on_the_shipped_tiny_s4(tmp_path):

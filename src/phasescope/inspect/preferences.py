@@ -190,6 +190,15 @@ def compare_with_run(prefs: dict, metrics: dict) -> dict:
     """Spearman rank correlation of mean effective weight per phase with per-phase accuracy."""
     from scipy.stats import spearmanr
 
+    from phasescope.errors import InputError
+
+    steps = sorted({layer["step"] for layer in prefs.get("layers", [])})
+    if metrics.get("step") is not None and steps and metrics["step"] not in steps:
+        raise InputError(
+            f"--run: its phases are counted mod {metrics['step']}, but the model compresses every {steps}: pass a run "
+            "of this model (or swept with its step)"
+        )
+
     by_phase = phase_weights(prefs) or {}
     acc = {r["phase"]: r["accuracy"] for r in metrics["phases"] if r.get("accuracy") is not None}
     phases = [p for p in sorted(by_phase) if p in acc]
