@@ -190,3 +190,7 @@ def test_a_file_of_another_shape_is_a_note_not_a_failed_report(run):
     assert "not shown:" in page and "does not have the shape `phasescope ablate` writes" in page
     assert "theory.json: the phasescope theory output is not valid JSON" in page
     assert page.count("data:image/png;base64,") == 4  # the base report is whole
+    (run / "ablation.json").write_text(json.dumps({"foo": 1}))  # valid JSON, nothing ablate writes
+    page = phasescope.report(run).read_text()
+    assert "does not have the shape `phasescope ablate` writes (ValueError: missing heads, baseline" in page
+    assert "ablation of 0 heads" not in page

@@ -81,7 +81,15 @@ def _head_name(layer, head) -> str:
 # ---- ablation.json ---------------------------------------------------------------------------
 
 
+def _require(data, keys: tuple[str, ...]) -> None:
+    """A section file must carry what its command writes; anything else is a note, not a section."""
+    missing = [k for k in keys if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+
+
 def ablation_section(ablation: dict, figures: Path) -> str:
+    _require(ablation, ("heads", "baseline", "mode", "step"))
     heads = ablation.get("heads") or []
     model = f" of {ablation['model']}" if ablation.get("model") else ""
     baseline = "  ".join(f"{b['phase']}: {_percent(b.get('accuracy'))}" for b in ablation.get("baseline") or [])
