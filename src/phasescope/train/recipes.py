@@ -396,35 +396,32 @@ def tiny_full_v64() -> TrainConfig:
     )
 
 
+def _long(name: str, step: int, about: str) -> TrainConfig:
+    """The long task at step ``step``: from tiny-full-v64 (same seed), 200 full-attention steps at
+    1,024 tokens, then compressed; batch 8."""
+    cfg = _tiny(name, _s(step), about, warm_start_steps=200, steps=2000, task=LONG_TASK, init_from="tiny-full-v64")
+    return replace(cfg, batch_size=8)
+
+
 @recipe("tiny-s4-long")
 def tiny_s4_long() -> TrainConfig:
-    cfg = _tiny(
+    return _long(
         "tiny-s4-long",
-        _s(4),
+        4,
         "tiny-s4 on 1,024-token rows with 64 pairs (64 keys, 64 values), batch 8; starts from tiny-full-v64 "
         "(same seed), 200 full-attention steps at 1,024 tokens, then compressed",
-        warm_start_steps=200,
-        steps=2000,
-        task=LONG_TASK,
-        init_from="tiny-full-v64",
     )
-    return replace(cfg, batch_size=8)
 
 
 # Amendment 3 (docs/reproduction.md): the step-2 models reach the ceiling on 512-token rows too, so
 # step 2 on the long task, exactly as tiny-s4-long but s = w = 2 (rules B'' and T1'').
 @recipe("tiny-s2-long")
 def tiny_s2_long() -> TrainConfig:
-    cfg = _tiny(
+    return _long(
         "tiny-s2-long",
-        _s(2),
+        2,
         "tiny-s4-long with s = w = 2: 1,024-token rows with 64 pairs, from tiny-full-v64 (same seed); B'', T1''",
-        warm_start_steps=200,
-        steps=2000,
-        task=LONG_TASK,
-        init_from="tiny-full-v64",
     )
-    return replace(cfg, batch_size=8)
 
 
 # A harder task at the tiny models' vocabulary (32 keys, 32 values: the theory's V = 32), for the
