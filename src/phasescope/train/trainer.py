@@ -248,15 +248,14 @@ def train(
 
     bar = TrainProgress(progress and ddp.main, cfg, start)
     last_eval: dict = {}
-    done = Done(start, compressed)
+    done = Done(start, compressed, model, optimizer)
     try:
-        last_eval = _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done, stop_at)
+        last_eval = _loop(cfg, out, ddp, wrapped, logger, bar, done, stop_at)
     except KeyboardInterrupt:
+        raise KeyboardInterrupt(_checkpoint_on_interrupt(cfg, out, ddp, done, start)) from None
+    finally:
         if bar:
             bar.close()
-        raise KeyboardInterrupt(_checkpoint_on_interrupt(cfg, out, ddp, done, start)) from None
-    if bar:
-        bar.close()
     if ddp.main and (stop_at is None or stop_at >= cfg.steps):
         export_model(out, cfg, done.model)
     if not last_eval:  # stopped between evaluations, or resumed a finished run
@@ -272,9 +271,13 @@ class Done:
 
     steps: int
     compressed: bool
-    model: torch.nn.Module | None = None
-    optimizer: object = None
+    model: torch.nn.Module
+    optimizer: object
     updating: bool = False
+
+    def completed(self, steps: int, compressed: bool, model: torch.nn.Module, optimizer) -> None:
+        self.steps, self.compressed, self.model, self.optimizer = steps, compressed, model, optimizer
+        self.updating = False
 
 
 def _resume_note(out: Path, cfg: TrainConfig, checkpoint: Path | None, start: int) -> str:
@@ -291,7 +294,7 @@ def _checkpoint_on_interrupt(cfg: TrainConfig, out: Path, ddp, done: Done, start
     and say what ``--resume`` will continue from."""
     last = latest_checkpoint(out)
     fresh = done.steps > start and (last is None or last.name != f"step-{done.steps}")
-    if ddp.main and fresh and not done.updating and done.model is not None:
+    if ddp.main and fresh and not done.updating:
         last = _checkpoint(out, done.steps, done.model, done.optimizer, done.compressed)
     if last is None:
         return f"no checkpoint was written before the interruption: --resume starts {out} again at step 0"
@@ -299,12 +302,11 @@ def _checkpoint_on_interrupt(cfg: TrainConfig, out: Path, ddp, done: Done, start
     return f"checkpoint {last} holds step {step} of {cfg.steps}: continue with the same command and --resume"
 
 
-def _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done: Done, stop_at) -> dict:
+def _loop(cfg, out, ddp, wrapped, logger, bar, done: Done, stop_at) -> dict:
     """Steps ``done.steps .. cfg.steps - 1``; ``done`` follows every completed step."""
     rows = slice(ddp.rank, None, ddp.world)
     tokens_per_step = cfg.batch_size * cfg.task.seq_len
-    compressed, last_eval = done.compressed, {}
-    done.model, done.optimizer = model, optimizer
+    model, optimizer, compressed, last_eval = done.model, done.optimizer, done.compressed, {}
     tick = time.perf_counter()
     for step in range(done.steps, cfg.steps):
         if step == cfg.warm_start_steps and not compressed:
@@ -339,13 +341,7 @@ def _loop(cfg, out, ddp, model, optimizer, wrapped, logger, bar, done: Done, sto
         stopping = finished == stop_at
         if ddp.main and (finished % cfg.checkpoint_every == 0 or finished == cfg.steps or stopping):
             _checkpoint(out, finished, model, optimizer, compressed)
-        done.steps, done.compressed, done.model, done.optimizer, done.updating = (
-            finished,
-            compressed,
-            model,
-            optimizer,
-            False,
-        )
+        done.completed(finished, compressed, model, optimizer)
         if bar:
             bar.update(loss_value, record["tokens_per_s"], last_eval.get("eval_accuracy"))
         tick = time.perf_counter()
