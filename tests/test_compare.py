@@ -13,7 +13,7 @@ from phasescope.api import compared_runs, records_digest
 from phasescope.backends import from_callable
 from phasescope.cli import app
 from phasescope.errors import InputError
-from phasescope.reporting.compare import FIGURE_NAMES, offset_curve
+from phasescope.reporting.compare import FIGURE_NAMES, forest_rows, offset_curve, rich_table, run_notes
 from test_sweep import TASK, Planted
 
 
@@ -58,18 +58,17 @@ def test_table_holds_each_runs_own_per_phase_accuracy(runs, tmp_path):
             ci = "" if r["ci_low"] is None else f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"  # none below 10 contents
             expected = f"{r['accuracy']:.3f}{ci}{boundary}"
             assert rows[f"phase {r['phase']}"][i] == expected
-        assert rows["overall accuracy"][i] == f"{metrics['overall_accuracy']:.3f}"
+        assert rows["accuracy"][i] == f"{metrics['overall_accuracy']:.3f}"
     # the planted effects themselves, so the cells are not just self-consistent
     assert rows["phase 3"][0].startswith("0.000") and rows["phase 0"][0].startswith("1.000")
     # 12 contents all right: contents are the units
     assert rows["phase 0"][1].startswith("0.000") and rows["phase 1"][1] == "1.000 [0.712, 1.000]*"
     # the step-2 run has no phases 2 and 3: blank cells, not zeros
     assert rows["phase 2"][1] == "" and rows["phase 3"][1] == ""
-    assert rows["detected period"][0].startswith("4 (p = ") and rows["detected period"][1].startswith("2 (p = ")
+    assert rows["period"][0].startswith("4 (p = ") and rows["period"][1].startswith("2 (p = ")
+    assert rows["verdict"] == ["effect", "effect", "ceiling"]
     s4 = json.loads((runs[0] / "metrics.json").read_text())
-    assert rows["adjusted gap pp [95%]"][0] == f"{s4['gap_pp']:.1f} [{s4['gap_ci_pp'][0]:.1f}, " + (
-        f"{s4['gap_ci_pp'][1]:.1f}]"
-    )
+    assert rows["gap pp [95%]"][0] == f"{s4['gap_pp']:.1f} [{s4['gap_ci_pp'][0]:.1f}, " + (f"{s4['gap_ci_pp'][1]:.1f}]")
     assert "full: every record is right" in page  # its caveat is shown
 
 
@@ -96,15 +95,36 @@ def test_stale_metrics_is_recomputed(runs, tmp_path):
     assert table_rows(page)["contents x offsets"][0] == "11 x 12"
 
 
-def test_offset_curve_falls_back_to_records(runs, tmp_path):
+def test_a_metrics_file_of_an_older_schema_or_edited_by_hand_is_recomputed(runs, tmp_path):
     run = shutil.copytree(runs[1], tmp_path / "old")
     metrics = json.loads((run / "metrics.json").read_text())
-    expected = (metrics["offsets"], metrics["accuracy_by_offset"])
-    del metrics["accuracy_by_offset"]  # as written before metrics held it; the digest still matches
-    (run / "metrics.json").write_text(json.dumps(metrics))
+    old = {k: v for k, v in metrics.items() if k not in ("verdict", "log_score", "schema", "metrics_sha256")}
+    (run / "metrics.json").write_text(json.dumps(old))  # as written before the verdict existed
     (compared,) = compared_runs([run])
-    assert "accuracy_by_offset" not in compared.metrics
-    assert offset_curve(compared) == expected
+    assert compared.metrics["verdict"]["kind"] == "effect"
+    edited = json.loads((run / "metrics.json").read_text()) | {"gap_pp": 99.0}
+    (run / "metrics.json").write_text(json.dumps(edited))
+    with pytest.warns(UserWarning, match="was changed after `phasescope analyze` wrote it"):
+        (compared,) = compared_runs([run])
+    assert compared.metrics["gap_pp"] == metrics["gap_pp"] != 99.0
+    assert offset_curve(compared) == (metrics["offsets"], metrics["accuracy_by_offset"])
+
+
+def test_the_console_table_fits_80_columns_and_notes_what_differs(runs):
+    from rich.console import Console
+
+    compared = compared_runs(runs)
+    console = Console(width=80, record=True)
+    console.print(rich_table(compared))
+    lines = console.export_text().splitlines()
+    table_lines = [line for line in lines if re.match(r"phase \d|gap pp", line)]
+    assert len(table_lines) == 5 and all("…" not in line for line in lines)  # 4 phases + gap, nothing cut
+    assert "[" in table_lines[0] and "]" in table_lines[0]  # the interval stays on its line
+    notes = run_notes(compared)
+    assert any(n.startswith("the runs have different steps (s4: 4, s2: 2, full: 4)") for n in notes)
+    assert any("at the ceiling or floor: full (ceiling)" in n for n in notes)
+    assert not any("different probes" in n for n in notes)  # all three ran kv-retrieval pad-prefix
+    assert "full (ceiling: cannot move)" in [label for label, _, _ in forest_rows(compared)]
 
 
 def test_bad_inputs_are_clear_errors(runs, tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import warnings
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -36,6 +38,18 @@ def options(
 ) -> None:
     """phasescope: find and measure phase sensitivity in models with chunked KV-cache compression."""
     DEBUG["on"] = debug
+    warnings.showwarning = _show_warning
+
+
+_LIBRARY_WARNING = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """phasescope's own warnings as one plain line; other libraries' in their usual form."""
+    if "phasescope" in str(filename) and issubclass(category, UserWarning):
+        console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    else:
+        _LIBRARY_WARNING(message, category, filename, lineno, file, line)
 
 
 def fail(message: str) -> None:
@@ -502,6 +516,7 @@ def analyze(
         console.print(f"[yellow]note:[/] {metrics['records_note']}", highlight=False)
     for table in task_metric_tables(metrics.get("task_metrics") or {}):
         console.print(table)
+    console.print(f"wrote {Path(run_dir) / 'metrics.json'}", highlight=False)
 
 
 def task_metric_tables(per_task: dict) -> list[Table]:
@@ -550,54 +565,17 @@ def export(
 
 
 def print_metrics(metrics: dict, title: str) -> None:
-    from phasescope.reporting.text import (
-        dependence_line,
-        gap_line,
-        interval,
-        number,
-        period_line,
-        probability_line,
-        probability_table,
-        window_line,
-    )
+    """The verdict, the per-phase table (80 columns) and the detail lines of `analyze`."""
+    from phasescope.reporting.terminal import detail_lines, phase_table, probability_renderables, verdict_text
 
-    table = Table(title=f"{title}: step {metrics['step']}")
-    for col in (
-        "phase",
-        "n",
-        "accuracy [95%, by content]",
-        "drift-adjusted",
-        "effect pp [95%]",
-        "mean log p",
-        "margin",
-    ):
-        table.add_column(col, justify="right")
-    for r in metrics["phases"]:
-        boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
-        ci = (r["ci_low"], r["ci_high"]) if r["accuracy"] is not None else None
-        table.add_row(
-            f"{r['phase']}{boundary}",
-            str(r["n"]),
-            number(r["accuracy"], missing="not estimable") + interval(ci, ".3f"),
-            number(r["adjusted_accuracy"]),
-            number(r["effect_pp"], "+.1f") + interval(r["effect_ci_pp"]),
-            number(r["mean_logprob"], ".2f"),
-            number(r["mean_margin"], ".2f"),
-        )
-    console.print(table)
-    for line in (gap_line(metrics), period_line(metrics), dependence_line(metrics), window_line(metrics)):
-        if line:
-            console.print(line)
-    probabilities = probability_table(metrics)
-    if probabilities is not None:
-        head, rows = probabilities
-        table = Table(title="mean probability of each candidate per phase")
-        for col in head:
-            table.add_column(col, justify="right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
-        console.print(probability_line(metrics))
+    verdict = verdict_text(metrics)
+    if verdict:
+        console.print(verdict, highlight=False)
+    console.print(phase_table(metrics, title))
+    for line in detail_lines(metrics):
+        console.print(line, highlight=False)
+    for renderable in probability_renderables(metrics):
+        console.print(renderable, highlight=False)
 
 
 @command()
@@ -642,6 +620,9 @@ def compare(
     compared = compared_runs(runs, label)
     path = write_compare(compared, Path(out))
     console.print(rich_table(compared))
+    for run in compared:
+        if verdict := (run.metrics.get("verdict") or {}).get("sentence"):
+            console.print(f"[bold]{run.label}[/]: {verdict}", highlight=False)
     for line in run_notes(compared):
         console.print(f"note: {line}", highlight=False)
     if len(compared) == 1:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from phasescope.reporting.text import dependence_short, interval, period_line
+from phasescope.reporting.text import dependence_short
 from phasescope.runfiles import read_json
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
@@ -110,20 +110,10 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
 
 
 def summary(name: str, m: dict, report: Path) -> str:
-    """A few short lines per model (the full wording is in `phasescope analyze` and the report)."""
+    """The verdict per model, its phase dependence and its report (the full wording is in
+    `phasescope analyze` and the report)."""
     pad = " " * (len(name) + 2)
-    if m.get("gap_pp") is None:
-        gap = f"drift-adjusted gap withheld (see the note); raw {m['gap_raw_pp']:.1f} pp"
-    else:
-        gap = (
-            f"gap {m['gap_pp']:.1f} pp{interval(m['gap_ci_pp'])}"
-            + (f", p = {m['gap_p_value']:.2g}" if m["gap_p_value"] is not None else "")
-            + (" (drift-adjusted, bias-corrected" if m["gap_p_value"] is not None else " (drift-adjusted")
-            + f"; raw {m['gap_raw_pp']:.1f} pp)"
-        )
-    note = m.get("inference_note")
-    period = period_line(m).replace(f" ({note})", " (see the note)") if note else period_line(m)
-    lines = [f"[bold]{name}[/]: {gap}", f"{pad}{period}{dependence_short(m)}"]
-    if note:
-        lines.append(f"{pad}note: {note}")
+    lines = [f"[bold]{name}[/]: {m['verdict']['sentence']}"]
+    if dependence := dependence_short(m):
+        lines.append(pad + dependence.removeprefix("; "))
     return "\n".join(lines + [f"{pad}report: {report}"])

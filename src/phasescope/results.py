@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,15 +40,28 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
 
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase
         metrics["task_metrics"] = per_task
+    metrics["n_resamples"] = n_resamples
     metrics["records_sha256"] = records_digest(path)
+    metrics["schema"] = METRICS_SCHEMA
     notes = [partial_note(spec, found.records)]
     if found.truncated_tail:
         notes.append("the last line of records.jsonl was cut short (an interrupted sweep) and is left out")
     if any(notes):
         metrics["records_note"] = "; ".join(n for n in notes if n)
+    metrics["metrics_sha256"] = metrics_digest(metrics)
     # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
     return metrics
+
+
+METRICS_SCHEMA = 2  # 2: verdict and log_score; a metrics.json of another schema is recomputed when read
+
+
+def metrics_digest(metrics: dict) -> str:
+    """Digest of everything in ``metrics`` but itself: a report can tell a metrics.json that was
+    edited after `analyze` wrote it (and then recomputes it rather than show the edit)."""
+    body = {k: v for k, v in metrics.items() if k != "metrics_sha256"}
+    return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def partial_note(spec: dict, records: list[dict]) -> str | None:
@@ -72,7 +86,8 @@ def records_digest(path: Path) -> str:
 
 
 def current_metrics(run_dir: str | Path) -> dict:
-    """The run's metrics.json, recomputed (``analyze``) when it is missing, unreadable or
+    """The run's metrics.json, recomputed (``analyze``) when it is missing, unreadable, of an
+    older schema, edited after `analyze` wrote it (its own digest differs; said in a warning), or
     describes other records than those on disk (its records digest differs)."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / "metrics.json"
@@ -84,6 +99,15 @@ def current_metrics(run_dir: str | Path) -> dict:
             current = None  # recomputed below from the records
     records = run_dir / "records.jsonl"
     if current is None or not records.exists() or current.get("records_sha256") != records_digest(records):
+        return analyze(run_dir)
+    if current.get("schema") != METRICS_SCHEMA:
+        return analyze(run_dir)
+    if current.get("metrics_sha256") != metrics_digest(current):
+        warnings.warn(
+            f"{metrics_path} was changed after `phasescope analyze` wrote it (its digest differs); it is recomputed "
+            "from records.jsonl, and the edit is not shown",
+            stacklevel=2,
+        )
         return analyze(run_dir)
     return current
 

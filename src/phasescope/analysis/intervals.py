@@ -76,3 +76,22 @@ def cluster_proportion(right: np.ndarray, total: np.ndarray, level: float = 0.95
     var = units / (units - 1) * ((right - p * total) ** 2).sum() / n**2
     effective = min(n, p * (1 - p) / var) if 0 < p < 1 and var > 0 else (n if 0 < p < 1 else units)
     return wilson(p * effective, effective, float(student_t.ppf(0.5 + level / 2, units - 1)))
+
+
+def cluster_mean(sums: np.ndarray, totals: np.ndarray, level: float = 0.95, min_units: int = 10):
+    """Interval for the mean of a real-valued outcome (a log-prob margin) over records that come
+    in correlated clusters: ``sums`` and ``totals`` [C] per content. The ratio estimator's
+    cluster-robust variance and Student's t with C - 1 degrees of freedom; (None, None) with
+    fewer than ``min_units`` contents."""
+    from scipy.stats import t as student_t
+
+    keep = totals > 0
+    sums, totals = np.asarray(sums, dtype=float)[keep], np.asarray(totals, dtype=float)[keep]
+    units = len(totals)
+    if units < min_units:
+        return (None, None)
+    n = totals.sum()
+    mean = sums.sum() / n
+    se = np.sqrt(units / (units - 1) * ((sums - mean * totals) ** 2).sum()) / n
+    half = float(student_t.ppf(0.5 + level / 2, units - 1) * se)
+    return (float(mean - half), float(mean + half))

@@ -105,7 +105,15 @@ def columns(cells: Cells) -> tuple[np.ndarray, np.ndarray]:
 
 
 def informative_contents(cells: Cells) -> int:
-    """Contents with at least one right and one wrong record."""
+    """Contents with at least one right and one wrong record (continuous outcomes: whose cell
+    means are not all equal)."""
+    if cells.continuous:
+        mean = cells.k / cells.n
+        low = np.full(cells.n_contents, np.inf)
+        high = np.full(cells.n_contents, -np.inf)
+        np.minimum.at(low, cells.content, mean)
+        np.maximum.at(high, cells.content, mean)
+        return int((high > low).sum())
     right = np.bincount(cells.content, weights=cells.k, minlength=cells.n_contents)
     total = np.bincount(cells.content, weights=cells.n, minlength=cells.n_contents)
     return int(((right > 0) & (right < total)).sum())

@@ -6,7 +6,7 @@ Shape legend: N records, M cells.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,14 +15,16 @@ from phasescope.recordfile import check_records
 
 @dataclass
 class Cells:
-    """Records pooled per (content, offset, phase): n records, k of them correct."""
+    """Records pooled per (content, offset, phase): n records, k of them correct (or, for a
+    ``continuous`` outcome such as the log-prob margin, k the sum of the values)."""
 
     content: np.ndarray  # [M] content index
     offset: np.ndarray  # [M]
     phase: np.ndarray  # [M]
     n: np.ndarray  # [M] records
-    k: np.ndarray  # [M] correct records
+    k: np.ndarray  # [M] correct records (continuous: sum of the values)
     n_contents: int
+    continuous: bool = False
 
     @property
     def accuracy(self) -> np.ndarray:
@@ -104,7 +106,8 @@ class RecordArrays:
     def n_contents(self) -> int:
         return len(self.content_ids)
 
-    def cells(self) -> Cells:
+    def cells(self, continuous: bool = False) -> Cells:
+        """``continuous``: ``correct`` holds a real-valued outcome (``with_outcome``)."""
         keys = np.stack([self.content, self.offset, self.phase], axis=1)
         unique, inverse = np.unique(keys, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -115,6 +118,19 @@ class RecordArrays:
             n=np.bincount(inverse).astype(float),
             k=np.bincount(inverse, weights=self.correct),
             n_contents=self.n_contents,
+            continuous=continuous,
+        )
+
+    def with_outcome(self, values: np.ndarray) -> RecordArrays:
+        """The records where ``values`` [N] is finite, with ``values`` in place of ``correct``
+        (the statistics then measure it: the log-prob margin of a run at the ceiling)."""
+        keep = np.isfinite(values)
+        arrays = ("content", "offset", "phase", "logprob", "margin", "same_window", "variant")
+        return replace(
+            self,
+            correct=np.asarray(values, dtype=float)[keep],
+            **{name: getattr(self, name)[keep] for name in arrays},
+            candidate_logprobs={n: v[keep] for n, v in self.candidate_logprobs.items()},
         )
 
     def offset_means(self) -> tuple[np.ndarray, np.ndarray]:

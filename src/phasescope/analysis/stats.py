@@ -5,7 +5,9 @@ the column effects within contents (``offset_effects``, stage 1) and everything 
 with one data-chosen, checked drift trend (``trend``): phase effects, the gap and homogeneity
 (``phase_effects``), the period over offsets (``period``); the phase dependence of each content
 (``dependence``); same-window vs split-window at equal value phase (``windows``); the mean
-probability of each candidate per phase (``candidates``). A statistic without data is ``None``
+probability of each candidate per phase (``candidates``); the same phase statistics in the
+log-prob margin (``log_score``: what a run at the ceiling can still show); and the ``verdict``,
+one plain reading of all of it. A statistic without data is ``None``
 ("not estimable"), never a NaN; a p-value the design cannot support is withheld, and the note
 says why.
 """
@@ -17,10 +19,12 @@ import numpy as np
 from phasescope.analysis.candidates import candidate_probabilities
 from phasescope.analysis.dependence import phase_dependence
 from phasescope.analysis.intervals import cluster_proportion, wilson
+from phasescope.analysis.log_score import log_score
 from phasescope.analysis.offset_effects import MIN_CONTENTS, OffsetEffects, fit_offset_effects
 from phasescope.analysis.period import detect_period
 from phasescope.analysis.phase_effects import PhaseEffects, fit_phase_effects
 from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.verdict import verdict
 from phasescope.analysis.windows import window_contrast
 
 MODEL = (
@@ -124,7 +128,7 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
     if ceiling:  # nothing varies: the reason every test is missing is the ceiling, not the sample size
         effects.note, period["note"] = None, ceiling
     degree = effects.trend.degree if effects.trend is not None else None
-    return {
+    metrics = {
         "step": r.step,
         "n_records": int(len(r.correct)),
         "n_contents": r.n_contents,
@@ -149,4 +153,7 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
         "windows": window_contrast(r, rng, n_resamples, trend_degree=degree or 1),
         "phase_dependence": phase_dependence(r, _record_drift(r, fx, effects)),
         "candidate_probabilities": candidate_probabilities(r),
+        "log_score": log_score(r, rng, n_resamples, trend_degree),
     }
+    metrics["verdict"] = verdict(metrics)
+    return metrics

@@ -3,8 +3,7 @@ a per-phase table with one column per run, accuracy over offsets overlaid, the p
 forest plot.
 
 It reads each run's metrics.json, kept current by ``phasescope.api.compared_runs`` (recomputed
-there as ``report`` does); records.jsonl only for a metrics.json written before it held the
-accuracy at each offset.
+there as ``report`` does: missing, stale, of an older schema or edited by hand).
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from phasescope.analysis.records import RecordArrays
 from phasescope.errors import InputError
-from phasescope.recordfile import read_records
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number
 from phasescope.runfiles import read_json
@@ -26,8 +23,8 @@ from phasescope.runfiles import read_json
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")
 CAPTION = (
     "accuracy [95% CI clustered by content; none below 10 contents]; * the run's boundary phase (step - 1); "
-    "blank: the run has no such phase; adjusted gap: max - min phase effect with the drift over offsets "
-    "modelled, bias-corrected"
+    "blank: the run has no such phase; gap: max - min phase effect with the drift over offsets modelled, "
+    "bias-corrected; verdict: the run's reading (ceiling/floor: accuracy cannot move, read in log-prob margin)"
 )
 
 
@@ -63,26 +60,29 @@ def run_labels(paths: list[Path], labels: list[str] | None) -> list[str]:
 
 
 def offset_curve(run: ComparedRun) -> tuple[list[int], list[float]]:
-    """Accuracy at each offset: from metrics.json, or from records.jsonl when the metrics were
-    written before they held ``accuracy_by_offset``."""
-    m = run.metrics
-    if m.get("offsets") is not None and m.get("accuracy_by_offset") is not None:
-        return list(m["offsets"]), list(m["accuracy_by_offset"])
-    records = read_records(run.run_dir / "records.jsonl").records
-    offsets, accuracy = RecordArrays.from_records(records).offset_means()
-    return [int(d) for d in offsets], [float(a) for a in accuracy]
+    """Accuracy at each offset (metrics.json is current: ``compared_runs`` recomputes an older one)."""
+    return list(run.metrics["offsets"]), list(run.metrics["accuracy_by_offset"])
 
 
-def phase_cell(metrics: dict, phase: int) -> str:
-    """Accuracy with its interval (clustered by content); blank when the run's step has no such phase."""
+def phase_cell(metrics: dict, phase: int, compact: bool = False) -> str:
+    """Accuracy with its interval (clustered by content); blank when the run's step has no such phase.
+    ``compact`` (the console): two decimals, the interval without spaces or leading zeros."""
     step = metrics["step"]
     if phase >= step:
         return ""
     row = {r["phase"]: r for r in metrics["phases"]}.get(phase)
     if row is None or row["accuracy"] is None:
-        return "not estimable"
+        return "n/a"
     boundary = "*" if phase == step - 1 else ""
+    if compact:
+        ci = "" if row["ci_low"] is None else f" [{_short(row['ci_low'])},{_short(row['ci_high'])}]"
+        return f"{row['accuracy']:.2f}{ci}{boundary}"
     return f"{row['accuracy']:.3f}{interval((row['ci_low'], row['ci_high']), '.3f')}{boundary}"
+
+
+def _short(value: float) -> str:
+    """0.556 -> .56; 1.0 -> 1.0 (an accuracy bound in four characters)."""
+    return "1.0" if value >= 0.995 else f"{value:.2f}".removeprefix("0")
 
 
 def period_cell(metrics: dict) -> str:
@@ -93,45 +93,100 @@ def period_cell(metrics: dict) -> str:
     return f"{period['detected'] or 'none'}{other} (p = {period['p_value']:.2g})"
 
 
-def comparison_table(runs: list[ComparedRun]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of text, shared by compare.html and the console: phases up to the
-    largest step, then one row per summary statistic."""
+def comparison_table(runs: list[ComparedRun], compact: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of text, shared by compare.html and the console (``compact``: cells that
+    keep three runs inside 80 columns): the verdict, phases up to the largest step, then one row
+    per summary statistic."""
     ms = [run.metrics for run in runs]
     head = ["", *(run.label for run in runs)]
     rows = [
+        ["verdict", *(verdict_cell(m) for m in ms)],
         ["step", *(str(m["step"]) for m in ms)],
         ["contents x offsets", *(f"{m['n_contents']} x {len(m['offsets'])}" for m in ms)],
     ]
-    rows += [[f"phase {p}", *(phase_cell(m, p) for m in ms)] for p in range(max(m["step"] for m in ms))]
+    rows += [[f"phase {p}", *(phase_cell(m, p, compact) for m in ms)] for p in range(max(m["step"] for m in ms))]
     rows += [
-        ["overall accuracy", *(f"{m['overall_accuracy']:.3f}" for m in ms)],
+        ["accuracy", *(f"{m['overall_accuracy']:.3f}" for m in ms)],
         [
-            "adjusted gap pp [95%]",
-            *(number(m["gap_pp"], ".1f", missing="withheld") + interval(m.get("gap_ci_pp")) for m in ms),
+            "gap pp [95%]",
+            *(number(m["gap_pp"], ".1f", missing="withheld") + _interval(m.get("gap_ci_pp"), compact) for m in ms),
         ],
         ["gap p", *(number(m.get("gap_p_value"), ".2g") for m in ms)],
-        ["detected period", *(period_cell(m) for m in ms)],
+        ["period", *(period_cell(m) for m in ms)],
     ]
     return head, rows
 
 
+def _interval(pair, compact: bool) -> str:
+    if compact and pair is not None and None not in pair:
+        return f" [{pair[0]:.1f},{pair[1]:.1f}]"
+    return interval(pair)
+
+
+def verdict_cell(metrics: dict) -> str:
+    """The verdict's kind in a word or two (its sentence is printed under the table)."""
+    return (metrics.get("verdict") or {}).get("kind") or "?"
+
+
 def rich_table(runs: list[ComparedRun]):
     """The comparison table for the console (``phasescope compare``, ``phasescope demo``)."""
+    from rich import box
     from rich.table import Table
 
-    head, rows = comparison_table(runs)
-    table = Table(title="phasescope compare", caption=CAPTION)
+    head, rows = comparison_table(runs, compact=True)
+    table = Table(title="phasescope compare", caption=CAPTION, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column(head[0], no_wrap=True)
     for col in head[1:]:
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for row in rows:
         table.add_row(*row)
     return table
 
 
 def run_notes(runs: list[ComparedRun]) -> list[str]:
-    """Each run's caveats (too few contents, every record right ...), one line per run that has any."""
-    return [f"{run.label}: {run.metrics['inference_note']}" for run in runs if run.metrics.get("inference_note")]
+    """What differs between the runs and would mislead a side-by-side reading (probes, steps,
+    bootstrap counts), then each run's caveats (too few contents, every record right ...)."""
+    notes = mixed_notes(runs)
+    notes += [f"{run.label}: {run.metrics['inference_note']}" for run in runs if run.metrics.get("inference_note")]
+    return notes
+
+
+def mixed_notes(runs: list[ComparedRun]) -> list[str]:
+    notes = []
+    probes = {run.label: probe_label(run) for run in runs}
+    if len(set(probes.values())) > 1:
+        named = ", ".join(f"{label}: {probe}" for label, probe in probes.items())
+        notes.append(f"the runs use different probes ({named}): their accuracies are different tasks, not levels")
+    steps = {run.label: run.metrics["step"] for run in runs}
+    if len(set(steps.values())) > 1:
+        named = ", ".join(f"{label}: {step}" for label, step in steps.items())
+        notes.append(f"the runs have different steps ({named}): each run's phases are counted mod its own step")
+    resamples = {run.label: run.metrics.get("n_resamples") for run in runs}
+    if len(set(resamples.values())) > 1:
+        named = ", ".join(f"{label}: {n or 'unknown'}" for label, n in resamples.items())
+        notes.append(
+            f"the runs' p-values come from different bootstrap counts ({named}); the smallest p each can show differs"
+        )
+    bounded = [f"{run.label} ({run.metrics['verdict']['kind']})" for run in runs if _bounded(run.metrics)]
+    if bounded:
+        notes.append(
+            f"at the ceiling or floor: {', '.join(bounded)}; accuracy cannot move there, so its gap is not a null "
+            "result (read the log-prob margin in the run's own analyze/report)"
+        )
+    return notes
+
+
+def _bounded(metrics: dict) -> bool:
+    return (metrics.get("verdict") or {}).get("kind") in ("ceiling", "floor")
+
+
+def probe_label(run: ComparedRun) -> str:
+    """The run's probe (and design, where the probe has designs) from its spec.json."""
+    spec_path = run.run_dir / "spec.json"
+    spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
+    probe = spec.get("probe") or {}
+    name = str(probe.get("probe") or "unknown probe")
+    return name + (f" ({probe['design']})" if probe.get("design") else "")
 
 
 def forest_rows(runs: list[ComparedRun]) -> list[tuple[str, float | None, list[float] | None]]:
@@ -139,7 +194,9 @@ def forest_rows(runs: list[ComparedRun]) -> list[tuple[str, float | None, list[f
     for run in runs:
         gap, ci, p = (run.metrics.get(key) for key in ("gap_pp", "gap_ci_pp", "gap_p_value"))
         label = run.label + (f" (p = {p:.2g})" if p is not None else "")
-        if gap is not None and ci is None:  # too few contents: the dot stands alone, the label says why
+        if _bounded(run.metrics):  # a gap of 0 at the ceiling is no evidence of no effect
+            label += f" ({run.metrics['verdict']['kind']}: cannot move)"
+        elif gap is not None and ci is None:  # too few contents: the dot stands alone, the label says why
             label += " (no interval)"
         rows.append((label, gap, ci))
     return rows
@@ -174,9 +231,7 @@ def _runs_list(runs: list[ComparedRun]) -> str:
         spec_path, manifest_path = run.run_dir / "spec.json", run.run_dir / "manifest.json"
         spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
         manifest = read_json(manifest_path, "sweep manifest") if manifest_path.exists() else {}
-        probe = spec.get("probe") or {}
-        text = f"{run.label}: {run.run_dir}; model: {spec.get('model', '?')}; probe: {probe.get('probe', '?')}"
-        text += f" ({probe.get('design', '?')})"
+        text = f"{run.label}: {run.run_dir}; model: {spec.get('model', '?')}; probe: {probe_label(run)}"
         command = f"<br><code>{html.escape(manifest['command'])}</code>" if manifest.get("command") else ""
         items.append(f"<li>{html.escape(text)}{command}</li>")
     return "<ul>" + "".join(items) + "</ul>"

@@ -40,18 +40,26 @@ def write_report(run_dir: Path) -> Path:
 def _phase_table(metrics: dict) -> str:
     head = (
         "<tr><th>phase</th><th>n</th><th>accuracy</th><th>95% CI (by content)</th><th>drift-adjusted accuracy</th>"
-        "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin</th></tr>"
+        "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin [95% CI]</th></tr>"
     )
+    worst = (metrics.get("verdict") or {}).get("worst_phase")
+    margins = {m["phase"]: m for m in (metrics.get("log_score") or {}).get("phases", [])}
     rows = []
     for r in metrics["phases"]:
-        boundary = " (boundary)" if r["phase"] == metrics["step"] - 1 else ""
+        boundary = (" (boundary)" if r["phase"] == metrics["step"] - 1 else "") + (
+            " (worst)" if r["phase"] == worst else ""
+        )
+        margin = margins.get(r["phase"])
+        margin_cell = (
+            number(r["mean_margin"]) if margin is None else number(margin["mean"]) + interval(margin["ci"], ".3f")
+        )
         ci = interval((r["ci_low"], r["ci_high"]), ".3f") if r["accuracy"] is not None else ""
         rows.append(
             f"<tr><td>{r['phase']}{boundary}</td><td>{r['n']}</td>"
             f"<td>{number(r['accuracy'], missing='not estimable')}</td><td>{ci}</td>"
             f"<td>{number(r['adjusted_accuracy'])}</td>"
             f"<td>{number(r['effect_pp'], '+.1f')}{interval(r['effect_ci_pp'])}</td>"
-            f"<td>{number(r['mean_logprob'])}</td><td>{number(r['mean_margin'])}</td></tr>"
+            f"<td>{number(r['mean_logprob'])}</td><td>{margin_cell}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
 
@@ -67,6 +75,14 @@ def _probability_table(metrics: dict) -> str:
         + "".join(f"<th>{html.escape(h)}</th>" for h in head)
         + f"</tr>{cells}</table><p>{html.escape(probability_line(metrics))}</p>"
     )
+
+
+def _verdict(metrics: dict) -> str:
+    """The one-sentence reading first (absent from a metrics.json written before it existed)."""
+    v = metrics.get("verdict")
+    if not v:
+        return ""
+    return f'<p class="verdict"><b>Verdict:</b> {html.escape(v["sentence"])}</p>'
 
 
 def _summary(metrics: dict) -> str:
@@ -90,8 +106,10 @@ def _page(run_dir: Path, metrics: dict, spec: dict, images: list[str]) -> str:
 <html><head><meta charset="utf-8"><title>phasescope report: {html.escape(str(run_dir))}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}figure{{display:inline-block;margin:4px}}
-pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}</style></head><body>
+pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}
+.verdict{{font-size:1.15em;background:#f3f6fb;border-left:4px solid #4a6fa5;padding:8px 12px}}</style></head><body>
 <h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics["step"]}</p>
+{_verdict(metrics)}
 {_summary(metrics)}
 <h2>Per-phase accuracy</h2>{_phase_table(metrics)}
 {_probability_table(metrics)}

@@ -1,0 +1,58 @@
+"""What `phasescope analyze` prints, read as a person reads it at 80 columns: the verdict first,
+a per-phase table whose intervals stay on one line, where metrics.json went."""
+
+import json
+import re
+
+import numpy as np
+from typer.testing import CliRunner
+
+from phasescope.cli import app
+
+
+def write_run(run, step=4, contents=40, offsets=24, bad_phase=0, seed=0):
+    """records.jsonl of a simulated sweep: phase ``bad_phase`` 25 pp worse, a mild drift, two
+    candidates per record (so the margin exists)."""
+    rng = np.random.default_rng(seed)
+    run.mkdir()
+    lines = []
+    for c in range(contents):
+        ease = rng.normal(0, 0.8)
+        for d in range(offsets):
+            phase = d % step
+            p = 1 / (1 + np.exp(-(0.6 + ease - 0.03 * d - 1.2 * (phase == bad_phase))))
+            right = bool(rng.random() < p)
+            lp = float(np.log(p)) if right else float(np.log(1 - p)) - 1.0
+            other = float(np.log(1 - p)) if right else float(np.log(p)) + 0.2
+            record = {"content_id": c, "offset": d, "phase": phase, "step": step, "correct": right}
+            lines.append(json.dumps(record | {"logprob_target": lp, "logprobs": {"right": lp, "wrong": other}}))
+    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def analyze_output(run, columns=80) -> str:
+    result = CliRunner().invoke(app, ["analyze", str(run), "--resamples", "199"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_analyze_leads_with_the_verdict_and_its_table_fits_80_columns(tmp_path):
+    out = analyze_output(write_run(tmp_path / "run"))
+    lines = out.splitlines()
+    assert lines[0].startswith("verdict: phase effect ") and "at step 4 (p = " in lines[0]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["verdict"]["worst_phase"] == 0 and "worst phase 0" in out.replace("\n", " ")
+    rows = [line for line in lines if re.match(r"\s*\d[*<]*\s+\d+\s+0\.\d{3} \[0\.\d{3},\d", line)]
+    assert len(rows) == 4  # one line per phase: every interval on its own row's line
+    assert all(len(line) <= 80 and "…" not in line for line in lines)
+    assert re.match(r"\s*0<\s", rows[0]) and re.match(r"\s*3\*\s", rows[3])  # worst and boundary marked
+    for row, phase in zip(rows, metrics["log_score"]["phases"], strict=True):
+        low, high = phase["ci"]
+        assert f"{phase['mean']:.2f} [{low:.2f},{high:.2f}]" in row  # the margin with its interval
+    assert " ".join(out.split()).endswith(f"wrote {tmp_path / 'run' / 'metrics.json'}")
+
+
+def test_a_run_without_an_effect_is_read_as_none_detected(tmp_path):
+    out = analyze_output(write_run(tmp_path / "run", bad_phase=None, seed=1))
+    assert out.startswith("verdict: no detectable phase effect at step 4: gap ")
+    assert "is unlikely" in out.splitlines()[0] + out.splitlines()[1]
