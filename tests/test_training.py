@@ -240,11 +240,51 @@ def test_hf_deepseek_v4_post_training_starts_from_the_shipped_transformers_model
 def test_qwen3_recipe_estimate_builds_and_runs_a_step():
     from phasescope.train.estimate import estimate
 
-    cfg = apply_overrides(get_recipe("qwen3-0.6b-study"), ["model.d_ff=64"])  # keep the probe quick
+    quick = ["model.d_ff=64", "task.n_pairs=16", "task.seq_len=320"]  # the real vocabulary and 28 layers
+    cfg = apply_overrides(get_recipe("qwen3-0.6b-study"), quick)
     result = estimate(cfg)
     assert result["params"] > 1e8 and np.isfinite(result["loss"])
+    assert result["measured_rows"] == 1  # a step of one row takes seconds: measured on it, scaled to the batch
     assert result["weights_grads_adam_gib"] == pytest.approx(16 * result["params"] / 2**30)
-    assert result["hours_on_one_h100"] > 0
+    assert result["peak_memory_gib"] > result["weights_grads_adam_gib"] / 4 and result["h100_s"] > 0
+
+
+MEASURE = """
+import json, resource, sys, time
+from pathlib import Path
+from phasescope.train.config import apply_overrides
+from phasescope.train.recipes import get_recipe
+cfg = apply_overrides(get_recipe("tiny-s4"), sys.argv[2:])
+if sys.argv[1] == "estimate":
+    from phasescope.train.estimate import estimate
+    result = estimate(cfg)
+else:
+    from phasescope.train.trainer import train
+    start = time.perf_counter()
+    train(cfg, out=Path(sys.argv[1]), progress=False)
+    result = {"total_s": time.perf_counter() - start}
+result["maxrss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+print(json.dumps(result))
+"""
+
+
+def test_the_estimate_is_within_2x_of_a_real_run(tmp_path):
+    """`train --estimate` against the same recipe trained for real, each in a fresh process:
+    step time (from log.jsonl), the whole run's time and peak memory within a factor of 2."""
+    overrides = ["steps=12", "warm_start_steps=0", "eval_every=6", "eval_batches=2", "threads=1"]
+
+    def run(*args) -> dict:
+        done = subprocess.run([sys.executable, "-c", MEASURE, *args, *overrides], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    estimated, real = run("estimate"), run(str(tmp_path / "run"))
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    tokens = 32 * 128
+    real_step_s = float(np.median([tokens / r["tokens_per_s"] for r in log[1:] if "eval_loss" not in r]))
+    assert 0.5 <= estimated["step_s"] / real_step_s <= 2, (estimated, real_step_s)
+    assert 0.5 <= estimated["peak_memory_gib"] / real["maxrss_gib"] <= 2, (estimated, real)
+    assert estimated["total_s"] <= 2 * real["total_s"]  # the real run also writes checkpoints and its log
 
 
 def test_the_train_command_says_what_ctrl_c_kept_and_what_resume_continues_from(tmp_path, monkeypatch):

@@ -31,9 +31,14 @@ def _print_version(asked: bool) -> None:
 
 @app.callback()
 def options(
-    debug: bool = typer.Option(False, "--debug", help="On any error, show the full Python traceback."),
+    debug: bool = typer.Option(False, "--debug", metavar="", help="On any error, show the full Python traceback."),
     version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print phasescope's version and exit."
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        metavar="",
+        help="Print phasescope's version and exit.",
     ),
 ) -> None:
     """phasescope: find and measure phase sensitivity in models with chunked KV-cache compression."""
@@ -161,7 +166,10 @@ def savings(
 def demo(
     out: str = typer.Option("runs/demo", help="Where the run directories, reports and compare.html go."),
     retrain: bool = typer.Option(
-        False, help="Retrain the three models from scratch first (about 15 minutes on 2 cores, in parallel)."
+        False,
+        "--retrain",
+        metavar="",
+        help="Retrain the three models from scratch first (about 15 minutes on 2 cores, in parallel).",
     ),
     samples: int = typer.Option(256, min=8, help="Content samples per model (each at 24 offsets)."),
 ) -> None:
@@ -233,17 +241,26 @@ def train(
     set_: list[str] | None = typer.Option(
         None,
         "--set",
+        metavar="KEY=VALUE",
         help="Override a recipe field: key=value; keys: steps, lr, seed, warm_start_steps, init_from (a model "
         "directory or a recipe whose shipped checkpoint starts the run), random_align, model.X, scheme.X, task.X.",
     ),
-    out: str = typer.Option(None, help="Run directory (default: runs/RECIPE-seedN)."),
-    resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    out: str = typer.Option(None, metavar="DIR", help="Run directory (default: runs/RECIPE-seedN)."),
+    resume: bool = typer.Option(
+        False, "--resume", metavar="", help="Continue the run in --out from its latest checkpoint."
+    ),
+    progress: bool = typer.Option(True, metavar="", help="Show a progress bar."),
     stop_after: int = typer.Option(
-        None, min=1, help="Checkpoint and stop after this many steps in total (continue with --resume)."
+        None,
+        min=1,
+        metavar="STEPS",
+        help="Checkpoint and stop after this many steps in total (continue with --resume).",
     ),
     estimate: bool = typer.Option(
-        False, help="Do not train: build the model, run one probe step, print time and memory it would need."
+        False,
+        "--estimate",
+        metavar="",
+        help="Do not train: build the model, run one probe step, print the time and memory training would need.",
     ),
 ) -> None:
     """Train a model from scratch on the key-value retrieval task; checkpoints are resumable."""
@@ -295,116 +312,213 @@ def parse_gaps(text: str) -> tuple[int, ...]:
 def sweep(
     model: str = typer.Option(
         ...,
-        help="Model spec: a phasescope model directory (output of `phasescope train`) or hf:DIR (a local "
-        "transformers causal LM); see `phasescope backends`.",
+        metavar="SPEC",
+        rich_help_panel="Model",
+        help="Model to sweep: a phasescope model directory (from `phasescope train`) or hf:DIR (a local "
+        "transformers causal LM); all specs: `phasescope backends`.",
     ),
     probe: str = typer.Option(
         "kv-retrieval",
-        help="Probe: kv-retrieval, padding-completion, or prompts:FILE.jsonl (your own prompts, one JSON object "
-        'per line: {"prompt": ..., "candidates": [...], "target": i} or {"prompt": ..., "answer": ...}; padded at '
-        "{pad} or at the start); lm-eval:TASK[,TASK...] (lm-evaluation-harness tasks as lm-eval renders them, "
-        "with --include-path DIR for your YAML tasks). See docs/sweeps.md.",
+        metavar="PROBE",
+        rich_help_panel="Probe",
+        help="What to score: kv-retrieval, padding-completion, prompts:FILE.jsonl or lm-eval:TASK[,TASK...]. "
+        'prompts: your own, one JSON object a line, {"prompt": ..., "candidates": [...], "target": i} or '
+        '{"prompt": ..., "answer": ...}, padded at {pad} or at the start; lm-eval: lm-evaluation-harness tasks '
+        "as lm-eval renders them (your YAML tasks: --include-path). See docs/sweeps.md.",
     ),
-    out: str = typer.Option(..., help="Run directory; rerunning the same command resumes an interrupted run."),
-    step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
-    align: int = typer.Option(None, min=0, help="Window align; default: the model's own config."),
-    offsets: str = typer.Option("0:24", help="Offsets d: start:stop or a comma list; >= two periods of the step."),
+    out: str = typer.Option(
+        ...,
+        metavar="DIR",
+        rich_help_panel="Run",
+        help="Run directory; rerunning the same command resumes an interrupted run.",
+    ),
+    step: int = typer.Option(
+        None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
+    ),
+    align: int = typer.Option(
+        None, min=0, metavar="A", rich_help_panel="Geometry", help="Window align (default: the model's config)."
+    ),
+    offsets: str = typer.Option(
+        "0:24",
+        metavar="D",
+        rich_help_panel="Geometry",
+        help="Offsets d to place the content at: start:stop or a comma list; cover two periods of the step or more.",
+    ),
     samples: int = typer.Option(
         None,
         min=1,
-        help="Content samples; each is scored at every offset (paired). Default 50; padding-completion: N distinct "
-        "(function, docstring) pairs of its built-in code prompts (at most 64, more is refused), with --probe-file "
-        "every prompt in the file (default) or the first N.",
+        metavar="N",
+        rich_help_panel="Probe",
+        help="Content samples, each scored at every offset (paired); default 50. padding-completion: N distinct "
+        "(function, docstring) pairs of its built-in code prompts (at most 64, more is refused); with --probe-file, "
+        "every prompt of the file (default) or the first N.",
     ),
-    design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
-    seed: int = typer.Option(0, help="Seed of the probe's content."),
+    design: str = typer.Option(
+        "shift-needle",
+        metavar="DESIGN",
+        rich_help_panel="Probe",
+        help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
+    ),
+    seed: int = typer.Option(0, metavar="SEED", rich_help_panel="Probe", help="Seed of the probe's content."),
     batch_size: int = typer.Option(
-        None, min=1, help="Sequences per forward pass (default: 16, fewer for prompts over 2K tokens; 1 from 32K)."
+        None,
+        min=1,
+        metavar="N",
+        rich_help_panel="Run",
+        help="Sequences per forward pass (default 16; fewer for prompts over 2K tokens, 1 from 32K).",
     ),
     probe_file: str = typer.Option(
         None,
-        help="padding-completion: JSON with prompt (containing {pad}), candidates, target, pad_unit, name; or a "
-        "list of such prompts, one content each.",
+        metavar="FILE",
+        rich_help_panel="Probe",
+        help="padding-completion: your prompts, a JSON object with prompt (containing {pad}), candidates, target, "
+        "pad_unit and name, or a list of them (one content each).",
     ),
     local: int = typer.Option(
         None,
         min=0,
-        help="Raw local window L of the model (default: its config; DeepSeek-V4: sliding_window). kv-retrieval "
-        "keeps the needle at least L + one compression window before the question.",
+        metavar="L",
+        rich_help_panel="Geometry",
+        help="Raw local window L (default: the model's config; DeepSeek-V4: sliding_window). kv-retrieval keeps "
+        "the needle at least L + one compression window before the question.",
     ),
     depth: float = typer.Option(
-        0.5, min=0.0, max=1.0, help="kv-retrieval: where the needle sits in the haystack (0 earliest, 1 latest)."
+        0.5,
+        min=0.0,
+        max=1.0,
+        metavar="X",
+        rich_help_panel="Probe",
+        help="kv-retrieval: where the needle sits in the haystack, 0 (earliest) to 1 (latest).",
     ),
     window: int = typer.Option(
-        None, min=1, help="Compression window w, for models whose config declares none (default: the step)."
+        None,
+        min=1,
+        metavar="W",
+        rich_help_panel="Geometry",
+        help="Compression window w for models whose config declares none (default: the step).",
     ),
-    dtype: str = typer.Option("float32", help="Weights dtype for the model: float32, bfloat16 or float16."),
-    device: str = typer.Option("cpu", help="Torch device for the model (cpu, cuda, cuda:1, mps)."),
+    dtype: str = typer.Option(
+        "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
+    ),
+    device: str = typer.Option(
+        "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, cuda:1, mps."
+    ),
     trust_remote_code: bool = typer.Option(
-        False, help="hf: run the model directory's own Python code (off unless you trust its author)."
+        False,
+        "--trust-remote-code",
+        metavar="",
+        rich_help_panel="Model",
+        help="hf: run the model directory's own Python code (only if you trust its author).",
     ),
     tokenizer: str = typer.Option(
         None,
-        help="Tokenizer directory, or deepseek-v4 / qwen3 (shipped by packages, no download): openai: the served "
-        "model's (prompts are tokenized here, sent as ids); hf: replaces the directory's own; a phasescope model: "
-        "the tokenizer whose ids it was trained on (for text probes).",
+        metavar="TOKENIZER",
+        rich_help_panel="Model",
+        help="Tokenizer: a directory, or deepseek-v4 / qwen3 (shipped by packages, no download). openai: the "
+        "served model's (prompts are tokenized here, sent as ids); hf: replaces the directory's own; phasescope "
+        "model: the one whose ids it was trained on (for text probes).",
     ),
-    concurrency: int = typer.Option(8, min=1, help="openai: requests in flight at once."),
-    timeout: float = typer.Option(120.0, min=0.1, help="openai: seconds to wait for one request."),
+    concurrency: int = typer.Option(
+        8, min=1, metavar="N", rich_help_panel="Served model (openai:)", help="openai: requests in flight at once."
+    ),
+    timeout: float = typer.Option(
+        120.0,
+        min=0.1,
+        metavar="SECONDS",
+        rich_help_panel="Served model (openai:)",
+        help="openai: seconds to wait for one request.",
+    ),
     retries: int = typer.Option(
-        4, min=0, help="openai: retries (exponential backoff) after 5xx or dropped connections."
+        4,
+        min=0,
+        metavar="N",
+        rich_help_panel="Served model (openai:)",
+        help="openai: retries (exponential backoff) after a 5xx or a dropped connection.",
     ),
     api_key_env: str = typer.Option(
-        "OPENAI_API_KEY", help="openai: environment variable holding the API key (never logged or stored)."
+        "OPENAI_API_KEY",
+        metavar="VAR",
+        rich_help_panel="Served model (openai:)",
+        help="openai: environment variable holding the API key (never logged or stored).",
     ),
     compress: str = typer.Option(
         "none",
+        metavar="SPEC",
+        rich_help_panel="Model",
         help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a): "
-        "what the model would do if its cache were compressed (no retraining).",
+        "what it would do if its cache were compressed (no retraining).",
     ),
     kv_gaps: str = typer.Option(
         "0",
-        help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1): "
-        "separates same-window from split-window at equal value phase.",
+        metavar="GAPS",
+        rich_help_panel="Probe",
+        help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1); separates "
+        "same-window from split-window at equal value phase.",
     ),
     context_tokens: int = typer.Option(
         None,
         min=64,
-        help="kv-retrieval: fill this many tokens with pairs (needle-in-a-haystack at 128K: 131072); "
-        "default: a short haystack just long enough to put the needle beyond the raw window.",
+        metavar="N",
+        rich_help_panel="Probe",
+        help="kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072). Default: a "
+        "haystack just long enough to put the needle beyond the raw window.",
     ),
     pair_format: str = typer.Option(
         "auto",
-        help="kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3), or auto "
+        metavar="FORMAT",
+        rich_help_panel="Probe",
+        help="kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3) or auto "
         "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
     ),
     filler: str = typer.Option(
         None,
-        help="prompts: and text kv-retrieval: the padding unit, its token count measured in place (default: the "
-        "first of newline, space, '.', ... for prompts, ' .', ' -', ... for the haystack, that fills cleanly).",
+        metavar="TEXT",
+        rich_help_panel="Probe",
+        help="prompts: and text kv-retrieval: the padding unit, its token count measured in place. Default: the "
+        "first that fills cleanly of newline, space, '.', ... (prompts) or ' .', ' -', ... (haystack).",
     ),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = typer.Option(True, metavar="", rich_help_panel="Run", help="Show a progress bar."),
     prefix_reuse: bool = typer.Option(
-        True, help="Read the prefix a content's offsets share once and continue each offset from its cache."
+        True,
+        metavar="",
+        rich_help_panel="Run",
+        help="Read the prefix a content's offsets share once and continue each offset from its cache.",
     ),
     chat_template: bool = typer.Option(
-        False, help="Wrap text prompts in the tokenizer's chat template (its tokens count in every position)."
+        False,
+        "--chat-template",
+        metavar="",
+        rich_help_panel="Model",
+        help="Wrap text prompts in the tokenizer's chat template (its tokens count in every position).",
     ),
     dry_run: bool = typer.Option(
-        False, help="Build and check every item, print what scoring would cost (passes/requests, tokens); no scoring."
+        False,
+        "--dry-run",
+        metavar="",
+        rich_help_panel="Run",
+        help="Build and check every item and print what scoring would cost (passes/requests, tokens); scores nothing.",
     ),
     phase_ensemble: bool = typer.Option(
         False,
+        "--phase-ensemble",
+        metavar="",
+        rich_help_panel="Run",
         help="Test-time remedy: score every prompt at `step` pad lengths (0..step-1 tokens after the first) and "
-        "average the predictions; costs `step` forward passes per prompt (docs/reproduction.md).",
+        "average the predictions; `step` forward passes per prompt (docs/reproduction.md).",
     ),
     ensemble_pad_id: int = typer.Option(
-        None, min=0, help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token)."
+        None,
+        min=0,
+        metavar="ID",
+        rich_help_panel="Run",
+        help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token).",
     ),
     include_path: str = typer.Option(
         None,
-        help="--probe lm-eval:TASK[,TASK...]: a directory of your own lm-eval task YAML files, searched before "
-        "lm-eval's built-in tasks (datasets from local files: dataset_path json, data_files).",
+        metavar="DIR",
+        rich_help_panel="Probe",
+        help="lm-eval:TASK: a directory of your own lm-eval task YAML files, searched before lm-eval's built-in "
+        "tasks (datasets from local files: dataset_path json, data_files).",
     ),
 ) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
@@ -557,7 +671,7 @@ def export(
         "RUN/lm_eval_results.json).",
     ),
 ) -> None:
-    """The run's numbers as files for pandas, spreadsheets or lm-eval's tooling (needs phasescope[export])."""
+    """The run's numbers as files for pandas, spreadsheets or lm-eval's tooling (needs phasescope\\[export])."""
     from phasescope.export import export as run
 
     for path in run(run_dir, format, out):
@@ -634,7 +748,10 @@ def compare(
 def reproduce(
     out: str = typer.Option("runs/reproduce", help="Directory for RESULTS.md, results.csv, figures and run dirs."),
     retrain: bool = typer.Option(
-        False, help="Train the whole matrix first into OUT/models (resumable; see docs/reproduction.md for time)."
+        False,
+        "--retrain",
+        metavar="",
+        help="Train the whole matrix first into OUT/models (resumable; see docs/reproduction.md for time).",
     ),
     jobs: int = typer.Option(1, min=1, help="--retrain: training processes at a time (one thread each)."),
     seeds: int = typer.Option(3, min=1, help="Seeds 0..K-1 of every recipe."),
@@ -775,36 +892,99 @@ def ablate(
     model: str = typer.Option(
         ...,
         "--model",
-        help="A phasescope model directory or hf:DIR (transformers, DeepSeek-V4 included): the weights must load "
-        "here (served openai: models cannot be ablated).",
+        metavar="SPEC",
+        rich_help_panel="Model",
+        help="Model to ablate: a phasescope model directory or hf:DIR (transformers, DeepSeek-V4 included); the "
+        "weights must load here (served openai: models cannot be ablated).",
     ),
     probe: str = typer.Option(
-        "kv-retrieval", help="Probe of the paired sweep: kv-retrieval, padding-completion or prompts:FILE.jsonl."
+        "kv-retrieval",
+        metavar="PROBE",
+        rich_help_panel="Probe",
+        help="Probe of the paired sweep: kv-retrieval, padding-completion or prompts:FILE.jsonl.",
     ),
     out: str = typer.Option(
-        None, help="Directory for ablation.json; a sweep run dir puts the section into its report (default: print)."
+        None,
+        metavar="DIR",
+        rich_help_panel="Ablation",
+        help="Directory for ablation.json (default: print only); a sweep run dir puts the section into its report.",
     ),
     mode: str = typer.Option(
         "zero",
+        metavar="MODE",
+        rich_help_panel="Ablation",
         help="How a head is removed: zero; mean (its mean over every token of the unablated sweep); resample "
         "(its output on another content at the same offset; needs prompts of one length per offset).",
     ),
-    layers: str = typer.Option(None, help="Layers to ablate, e.g. 0,1 (default: all)."),
-    component: str = typer.Option(
-        "head", help="What is removed: head (a query head's output) or kv-entries (a KV head's compressed entries)."
+    layers: str = typer.Option(
+        None, metavar="LAYERS", rich_help_panel="Ablation", help="Layers to ablate, e.g. 0,1 (default: all)."
     ),
-    top_k: int = typer.Option(1, min=1, help="Heads per phase removed together in the held-out causal check."),
-    offsets: str = typer.Option("0:8", help="Offsets d of the paired sweep (>= two periods)."),
-    samples: int = typer.Option(20, min=1, help="Content samples, each at every offset (half choose, half test)."),
-    seed: int = typer.Option(0, help="Seed of the contents, the half split and the permutations."),
-    permutations: int = typer.Option(300, min=50, help="Within-content permutations per head."),
-    step: int = typer.Option(None, min=1, help="Compression step; default: the model's own config."),
-    local: int = typer.Option(None, min=0, help="Raw local window L (default: the model's config)."),
-    design: str = typer.Option("shift-needle", help="shift-needle (needle moves, length fixed) or pad-prefix."),
-    tokenizer: str = typer.Option(None, help="Tokenizer directory for text probes on a phasescope model."),
-    dtype: str = typer.Option("float32", help="Weights dtype: float32, bfloat16 or float16."),
-    device: str = typer.Option("cpu", help="Torch device for the model (cpu, cuda, mps)."),
-    trust_remote_code: bool = typer.Option(False, help="hf: run the model directory's own Python code."),
+    component: str = typer.Option(
+        "head",
+        metavar="WHAT",
+        rich_help_panel="Ablation",
+        help="What is removed: head (a query head's output) or kv-entries (a KV head's compressed entries).",
+    ),
+    top_k: int = typer.Option(
+        1,
+        min=1,
+        metavar="K",
+        rich_help_panel="Ablation",
+        help="Heads per phase removed together in the held-out causal check.",
+    ),
+    offsets: str = typer.Option(
+        "0:8",
+        metavar="D",
+        rich_help_panel="Geometry",
+        help="Offsets d of the paired sweep: start:stop or a comma list (two periods or more).",
+    ),
+    samples: int = typer.Option(
+        20,
+        min=1,
+        metavar="N",
+        rich_help_panel="Probe",
+        help="Content samples, each at every offset (half choose, half test).",
+    ),
+    seed: int = typer.Option(
+        0,
+        metavar="SEED",
+        rich_help_panel="Ablation",
+        help="Seed of the contents, the half split and the permutations.",
+    ),
+    permutations: int = typer.Option(
+        300, min=50, metavar="N", rich_help_panel="Ablation", help="Within-content permutations per head."
+    ),
+    step: int = typer.Option(
+        None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
+    ),
+    local: int = typer.Option(
+        None, min=0, metavar="L", rich_help_panel="Geometry", help="Raw local window L (default: the model's config)."
+    ),
+    design: str = typer.Option(
+        "shift-needle",
+        metavar="DESIGN",
+        rich_help_panel="Probe",
+        help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
+    ),
+    tokenizer: str = typer.Option(
+        None,
+        metavar="DIR",
+        rich_help_panel="Model",
+        help="Tokenizer directory, for text probes on a phasescope model.",
+    ),
+    dtype: str = typer.Option(
+        "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
+    ),
+    device: str = typer.Option(
+        "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, mps."
+    ),
+    trust_remote_code: bool = typer.Option(
+        False,
+        "--trust-remote-code",
+        metavar="",
+        rich_help_panel="Model",
+        help="hf: run the model directory's own Python code (only if you trust its author).",
+    ),
 ) -> None:
     """Remove each attention head in turn and rerun the same paired sweep: accuracy and log-prob change
     per phase, a specialization index per head with a Holm-corrected p, and the held-out causal check
@@ -876,20 +1056,20 @@ def print_ablation(result: dict) -> None:
 
 
 def print_estimate(cfg) -> None:
-    from phasescope.train.estimate import estimate
+    from phasescope.train.estimate import duration, estimate
 
-    with console.status(f"building {cfg.name} and running one probe step"):
+    with console.status(f"building {cfg.name} and timing real training steps"):
         e = estimate(cfg)
+    rows = "its whole batch" if e["measured_rows"] == cfg.batch_size else f"{e['measured_rows']} rows, scaled"
     console.print(
-        f"{cfg.name}: {e['params'] / 1e6:.1f}M parameters; one probe step ({e['probe_tokens']} tokens) took "
-        f"{e['probe_step_s']:.1f} s here (loss {e['loss']:.2f}).\n"
-        f"A full step ({cfg.batch_size} x {cfg.task.seq_len} tokens) would take >= {e['step_s_here']:.0f} s "
-        "here, "
-        f"{cfg.steps} steps >= {e['total_hours_here']:.0f} h.\n"
-        f"Memory: {e['weights_grads_adam_gib']:.1f} GiB weights+grads+AdamW, ~{e['activations_gib']:.1f} GiB "
-        f"activations per step (fp32, no checkpointing).\n"
-        f"Compute: {e['total_pflop']:.0f} PFLOP, about {e['hours_on_one_h100']:.1f} h on one H100 "
-        "at 40% of bf16 peak."
+        f"{cfg.name}: {e['params'] / 1e6:.2f}M parameters (loss {e['loss']:.2f} at the start).\n"
+        f"Measured here ({rows}): one step ({cfg.batch_size} x {cfg.task.seq_len} tokens) takes "
+        f"{duration(e['step_s'])}; {cfg.steps} steps with the held-out evaluations take about "
+        f"{duration(e['total_s'])}.\n"
+        f"Peak memory about {e['peak_memory_gib']:.2f} GiB (process resident set; weights, gradients and AdamW "
+        f"{e['weights_grads_adam_gib']:.3f} GiB of it).\n"
+        f"Compute: {e['total_flop']:.2g} FLOP, about {duration(e['h100_s'])} on one H100 at 40% of bf16 peak.",
+        highlight=False,
     )
 
 

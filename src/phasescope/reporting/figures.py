@@ -1,9 +1,31 @@
 """Figures from metrics.json and a run directory's optional section files (ablation.json,
 preferences.json) — no model, no records needed: one run's (``FIGURES``, report.html) and
-several runs' (``offset_overlay``, ``gap_forest``: compare.html)."""
+several runs' (``offset_overlay``, ``gap_forest``: compare.html).
+
+One meaning per colour in the per-phase figures (phase_accuracy, offset_accuracy,
+margin_by_phase), so a reader learns it once:
+
+* ``WORST`` (red): the run's worst phase, one per run and the same in every figure — the
+  verdict's ``worst_phase``, else (older metrics.json) the lowest drift-adjusted accuracy, else
+  the lowest raw accuracy; none when every phase is equal (ceiling, floor).
+* ``OTHER`` (blue): every other phase (raw values).
+* ``BOUNDARY`` (a hatch, never a colour; ``BOUNDARY_MARKER`` on dot plots): the boundary phase,
+  step - 1. Being the boundary does not make a phase red; red and hatched when it is also worst.
+* ``ADJUSTED`` (black dots): drift-adjusted estimates.
+* ``PERIOD`` (orange): the detected period (its periodogram bar, the shaded alternate periods
+  over offsets); ``NEUTRAL`` (grey): the rest (other candidate periods, connecting lines).
+
+Accuracy axes are scaled to the data (values, intervals and a margin), not 0-1, so a gap of a
+few points is visible; because a truncated axis exaggerates, the y label says which part of 0-1
+is shown and a thin strip right of the axes draws the whole 0-1 with that window shaded.
+Phase, offset and period ticks are integers. Every figure is saved as PNG (embedded in the
+pages) and as SVG beside it (same stem, text kept as text), cropped to what is drawn so no
+label is cut.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -11,67 +33,96 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from phasescope.reporting.text import gap_title  # noqa: E402
+
+WORST = "tab:red"
+OTHER = "tab:blue"
+BOUNDARY = "///"  # a hatch pattern
+BOUNDARY_MARKER = "s"  # dots have no room for a hatch
+ADJUSTED = "black"
+PERIOD = "tab:orange"
+NEUTRAL = "tab:gray"
+
+
+def worst_phase(metrics: dict) -> tuple[int | None, str]:
+    """The phase drawn ``WORST`` and what it is worst in (for the legend)."""
+    verdict = metrics.get("verdict") or {}
+    if verdict.get("worst_phase") is not None:
+        basis = f"{verdict.get('phase_basis') or ''} {verdict.get('outcome') or 'accuracy'}".strip()
+        return verdict["worst_phase"], basis
+    for key, basis in (("adjusted_accuracy", "drift-adjusted accuracy"), ("accuracy", "raw accuracy")):
+        values = {r["phase"]: r[key] for r in metrics["phases"] if r.get(key) is not None}
+        if len(set(values.values())) > 1:  # all equal: no phase is worse than another
+            return min(values, key=values.get), basis
+    return None, ""
 
 
 def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
     """Raw accuracy per phase (bars, 95% intervals clustered by content when there are enough
     contents) and the drift-adjusted accuracy (dots, with the phase effect's interval)."""
     rows = [r for r in metrics["phases"] if r["accuracy"] is not None]
-    phases = np.array([r["phase"] for r in rows])
+    phases = [r["phase"] for r in rows]
     acc = np.array([r["accuracy"] for r in rows])
-    err = None
-    if rows and all(r["ci_low"] is not None for r in rows):
-        low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
-        high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
-        err = [low, high]
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    colors = ["tab:red" if p == metrics["step"] - 1 else "tab:blue" for p in phases]
-    label = "raw (95% CI by content)" if err is not None else "raw (no interval: too few contents)"
-    ax.bar(phases, acc, yerr=err, color=colors, capsize=4, alpha=0.6, label=label)
-    adjusted = [r for r in rows if r["adjusted_accuracy"] is not None]
-    if adjusted:
+    err = _raw_errors(rows, acc)
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    label = "raw, 95% CI by content" if err is not None else "raw (no interval: too few contents)"
+    handles = _phase_bars(ax, metrics, phases, acc, err, label)
+    spans = [_span(acc, err)] if rows else []
+    if adjusted := [r for r in rows if r["adjusted_accuracy"] is not None]:
         x = np.array([r["phase"] for r in adjusted]) + 0.25
-        y = np.array([r["adjusted_accuracy"] for r in adjusted])
-        err = None
-        if all(r["effect_ci_pp"] is not None for r in adjusted):
-            effect = np.array([r["effect_pp"] for r in adjusted])
-            ci = np.array([r["effect_ci_pp"] for r in adjusted])
-            err = [(effect - ci[:, 0]) / 100, (ci[:, 1] - effect) / 100]
-        ax.errorbar(x, y, yerr=err, fmt="o", color="black", capsize=3, label="drift-adjusted")
-    ax.set_xticks(phases, [f"{p}{' (boundary)' if p == metrics['step'] - 1 else ''}" for p in phases], fontsize=8)
+        y, y_err = _adjusted(adjusted)
+        label = "drift-adjusted, phase effect's 95% CI"
+        handles.append(ax.errorbar(x, y, yerr=y_err, fmt="o", color=ADJUSTED, capsize=3, label=label))
+        spans.append(_span(y, y_err))
     ax.set_xlabel("phase of the anchor ((position - align) mod step)")
     ax.set_ylabel("accuracy")
-    ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7, loc="lower right")
+    if spans:
+        _fit_unit_axis(ax, min(low for low, _ in spans), max(high for _, high in spans))
+    _legend(ax, handles)
     ax.set_title(title or gap_title(metrics), fontsize=9)
     _save(fig, path)
 
 
+def _raw_errors(rows: list[dict], acc: np.ndarray) -> np.ndarray | None:
+    if not rows or any(r["ci_low"] is None for r in rows):
+        return None
+    low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
+    high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
+    return np.array([low, high])
+
+
+def _adjusted(rows: list[dict]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Drift-adjusted accuracy and its error bars: the phase effect's interval (pp) around it."""
+    y = np.array([r["adjusted_accuracy"] for r in rows])
+    if any(r["effect_ci_pp"] is None for r in rows):
+        return y, None
+    effect = np.array([r["effect_pp"] for r in rows])
+    ci = np.array([r["effect_ci_pp"] for r in rows])
+    # clip: an interval need not contain the point estimate, and errorbar refuses negative lengths
+    return y, np.clip(np.array([effect - ci[:, 0], ci[:, 1] - effect]) / 100, 0, None)
+
+
 def offset_accuracy(metrics: dict, path: Path) -> None:
-    offsets, acc = metrics["offsets"], metrics["accuracy_by_offset"]
+    offsets = metrics["offsets"]
+    acc = np.array([np.nan if a is None else a for a in metrics["accuracy_by_offset"]], dtype=float)
     period = metrics["period"]["detected"]
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    fig, ax = plt.subplots(figsize=(8, 3.2))
     if period:
         for start in range(min(offsets), max(offsets) + 1, 2 * period):
-            ax.axvspan(start - 0.5, start + period - 0.5, color="tab:orange", alpha=0.12)
-    ax.plot(offsets, acc, "-", color="tab:blue", alpha=0.6)
+            ax.axvspan(start - 0.5, start + period - 0.5, color=PERIOD, alpha=0.12)
+    ax.plot(offsets, acc, "-", color=NEUTRAL, alpha=0.6)
     phases = metrics.get("phase_by_offset") or [None] * len(offsets)
-    colors = plt.get_cmap("tab10")
-    for phase in sorted({p for p in phases if p is not None}):
-        at = [i for i, p in enumerate(phases) if p == phase]
-        boundary = " (boundary)" if phase == metrics["step"] - 1 else ""
-        ax.plot(
-            [offsets[i] for i in at], [acc[i] for i in at], "o", color=colors(phase), label=f"phase {phase}{boundary}"
-        )
-    if any(p is not None for p in phases):
-        ax.legend(fontsize=7, ncol=4, loc="lower right")
-    else:
-        ax.plot(offsets, acc, "o", color="tab:blue")
+    for label, color, marker, at in _offset_groups(metrics, phases):
+        ax.plot(np.array(offsets)[at], acc[at], marker, color=color, label=label)
+    _legend(ax, ax.get_legend_handles_labels()[0])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("offset d")
     ax.set_ylabel("accuracy")
-    ax.set_ylim(0, 1.05)
+    if np.isfinite(acc).any():
+        _fit_unit_axis(ax, float(np.nanmin(acc)), float(np.nanmax(acc)))
     label = f"detected period {period}" if period else "no significant period"
     if period and metrics["period"].get("kind") == "other":
         label = f"a period-{period} pattern, not the step"
@@ -79,28 +130,147 @@ def offset_accuracy(metrics: dict, path: Path) -> None:
     _save(fig, path)
 
 
+def _offset_groups(metrics: dict, phases: list) -> list[tuple[str, str, str, np.ndarray]]:
+    """(legend label, colour, marker, mask over offsets) of the worst phase, the boundary phase
+    and the others: the colours and marks of phase_accuracy's bars."""
+    worst, basis = worst_phase(metrics)
+    boundary = metrics["step"] - 1
+    phases = np.array([-1 if p is None else p for p in phases])  # -1: an offset with no single phase
+    worst_marker = BOUNDARY_MARKER if worst == boundary else "o"
+    others = "other phases" if (phases >= 0).any() else "accuracy"
+    groups = [
+        (f"worst phase {worst} ({basis})", WORST, worst_marker, phases == worst),
+        (f"boundary phase {boundary}", OTHER, BOUNDARY_MARKER, (phases == boundary) & (phases != worst)),
+        (others, OTHER, "o", (phases != worst) & (phases != boundary)),
+    ]
+    return [group for group in groups if group[3].any()]
+
+
 def periodogram(metrics: dict, path: Path) -> None:
-    explained = metrics["period"].get("explained") or {}
-    periods = [int(p) for p in explained]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    colors = ["tab:orange" if p == metrics["period"]["detected"] else "tab:gray" for p in periods]
-    ax.bar(periods, list(explained.values()), color=colors)
+    explained = {int(p): v for p, v in (metrics["period"].get("explained") or {}).items()}
+    periods = sorted(explained)
+    detected = metrics["period"]["detected"]
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    colors = [PERIOD if p == detected else NEUTRAL for p in periods]
+    ax.bar(periods, [explained[p] for p in periods], color=colors)
+    ax.set_xticks(periods)
     ax.set_xlabel("candidate period P")
-    ax.set_ylabel("detrended variance explained by d mod P")
+    ax.set_ylabel("variance explained by d mod P\n(drift removed)")
     p_value = metrics["period"].get("p_value")
-    ax.set_title(f"periodogram (permutation p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
+    ax.set_title(f"periodogram (period test p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
+    if caption := _multiples_caption(explained, detected):
+        # under the x label, left-aligned with the axes; the tight crop keeps it in the figure
+        ax.annotate(
+            caption,
+            (0, 0),
+            xycoords=("axes fraction", ax.xaxis.label),
+            xytext=(0, -4),
+            textcoords="offset points",
+            va="top",
+            fontsize=7,
+        )
     _save(fig, path)
+
+
+def _multiples_caption(explained: dict[int, float], detected: int | None) -> str | None:
+    """Why the highlighted bar may be shorter than others: its multiples explain at least as much."""
+    if not detected or detected not in explained:
+        return None
+    taller = [p for p in explained if p > detected and p % detected == 0 and explained[p] >= explained[detected]]
+    if not taller:
+        return None
+    listed = ", ".join(map(str, sorted(taller)))
+    text = (
+        f"Multiples of {detected} ({listed}) also fit: a period-{detected} pattern repeats every "
+        f"{min(taller)} offsets too, so they explain at least as much. The test picks the smallest "
+        "period that explains the pattern."
+    )
+    return textwrap.fill(text, 75)
 
 
 def margin_by_phase(metrics: dict, path: Path) -> None:
-    rows = [r for r in metrics["phases"] if r.get("mean_margin") is not None]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.bar([r["phase"] for r in rows], [r["mean_margin"] for r in rows], color="tab:green", alpha=0.8)
-    ax.axhline(0, color="black", lw=0.8)
+    """Per-phase log score: the mean margin (or log p of the right answer, when the records name
+    no other candidate) with its 95% interval by content; an older metrics.json without
+    ``log_score`` gives the bare mean margins."""
+    score = metrics.get("log_score")
+    if score:
+        rows = [r for r in score["phases"] if r.get("mean") is not None]
+        means = np.array([r["mean"] for r in rows])
+        err = None if any(r.get("ci") is None for r in rows) else _interval_errors(means, [r["ci"] for r in rows])
+        outcome = score.get("outcome", "margin")
+    else:
+        rows = [{**r, "mean": r["mean_margin"]} for r in metrics["phases"] if r.get("mean_margin") is not None]
+        means, err, outcome = np.array([r["mean"] for r in rows]), None, "margin"
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    label = "mean, 95% CI by content" if err is not None else "mean (no interval)"
+    handles = _phase_bars(ax, metrics, [r["phase"] for r in rows], means, err, label)
+    if outcome == "margin":
+        ax.axhline(0, color="black", lw=0.8)  # above 0: the right answer is ahead of every other candidate
+        ax.set_ylabel("mean margin (nats)")
+        ax.set_title("log-prob margin per phase: log p(right) - max log p(other)", fontsize=9)
+    else:
+        ax.set_ylabel("mean log p (nats)")
+        ax.set_title("log-prob of the right answer per phase", fontsize=9)
     ax.set_xlabel("phase")
-    ax.set_ylabel("mean log p(right) - max log p(wrong)")
-    ax.set_title("log-prob margin per phase", fontsize=9)
+    _legend(ax, handles)
     _save(fig, path)
+
+
+def _interval_errors(center: np.ndarray, ci: list) -> np.ndarray:
+    ci = np.array(ci, dtype=float)
+    return np.clip(np.array([center - ci[:, 0], ci[:, 1] - center]), 0, None)
+
+
+def _phase_bars(ax, metrics: dict, phases: list[int], values, err, label: str) -> list:
+    """Bars per phase in the module's colours (``WORST``, ``OTHER``, ``BOUNDARY`` hatch), integer
+    phase ticks; returns the legend handles."""
+    worst, basis = worst_phase(metrics)
+    boundary = metrics["step"] - 1
+    colors = [WORST if p == worst else OTHER for p in phases]
+    bars = ax.bar(phases, values, yerr=err, color=colors, alpha=0.6, capsize=4)
+    for bar, phase in zip(bars, phases, strict=True):
+        if phase == boundary:
+            bar.set_hatch(BOUNDARY)
+            bar.set_edgecolor("black")
+    ax.set_xticks(phases)
+    handles = [Patch(color=OTHER, alpha=0.6, label=label)]
+    if worst in phases:
+        handles.append(Patch(color=WORST, alpha=0.6, label=f"worst phase {worst} ({basis})"))
+    if boundary in phases:
+        handles.append(Patch(facecolor="none", edgecolor="black", hatch=BOUNDARY, label=f"boundary phase {boundary}"))
+    return handles
+
+
+def _span(values: np.ndarray, err: np.ndarray | None) -> tuple[float, float]:
+    """The lowest and highest point drawn: values and the ends of their error bars."""
+    low, high = (values, values) if err is None else (values - err[0], values + err[1])
+    return float(np.min(low)), float(np.max(high))
+
+
+def _fit_unit_axis(ax, low: float, high: float) -> None:
+    """A 0-1 y axis scaled to [low, high] plus a margin; where the window is not all of 0-1 the
+    label names it and a strip right of the axes draws 0-1 with the window shaded."""
+    pad = max(0.15 * (high - low), 0.02)
+    bottom, top = max(low - pad, -0.02), min(high + pad, 1.02)  # a bar or cap at 0 or 1 stays off the frame
+    ax.set_ylim(bottom, top)
+    shown = max(bottom, 0.0), min(top, 1.0)
+    if shown == (0.0, 1.0):
+        return
+    ax.set_ylabel(f"{ax.get_ylabel()} (axis {shown[0]:.2f}–{shown[1]:.2f} of 0–1)")
+    strip = ax.inset_axes([1.02, 0, 0.025, 1])
+    strip.set_ylim(0, 1)
+    strip.axhspan(*shown, color=NEUTRAL, alpha=0.6)
+    strip.set_xticks([])
+    strip.set_yticks([0, 0.5, 1], ["0", ".5", "1"], fontsize=7)
+    strip.yaxis.tick_right()
+    strip.yaxis.set_label_position("right")
+    strip.set_ylabel("shown part of 0–1", fontsize=7)
+
+
+def _legend(ax, handles: list) -> None:
+    """Outside the axes, right of the 0-1 strip: a data-scaled axis has no empty corner."""
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.17, 1), frameon=False)
 
 
 def ablation_heatmap(ablation: dict, path: Path) -> None:
@@ -209,9 +379,14 @@ def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: P
 
 
 def _save(fig, path: Path, dpi: int = 110) -> None:
+    """PNG for the pages, SVG beside it (same stem) for print and zoom; both cropped to what is
+    drawn (bbox_inches="tight") so labels, legends and captions outside the axes are never cut."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    # text kept as text (searchable, readable in the file); fixed ids and no date: same figure, same bytes
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "phasescope"}):
+        fig.savefig(path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
 
 

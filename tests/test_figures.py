@@ -1,0 +1,271 @@
+"""What a reader sees in report.html's figures (reporting/figures.py): accuracy axes scaled to
+the data with the full 0-1 marked, the worst phase red wherever it is and the boundary phase
+hatched (not red), integer ticks, every text inside the saved image, an SVG beside each PNG, the
+periodogram's note on multiples of the period, and the log-score panel with its intervals."""
+
+import re
+import warnings
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgba
+from matplotlib.container import BarContainer, ErrorbarContainer
+from matplotlib.textpath import TextPath
+
+from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.stats import analyze_arrays
+from phasescope.reporting import figures
+from phasescope.reporting.figures import BOUNDARY, FIGURES, OTHER, WORST
+
+STEP = 4
+GAP_9PP = (0.60, 0.66, 0.69, 0.64)  # phase 0 worst, phase 3 the boundary
+
+
+def hand_metrics(acc=GAP_9PP, worst=0, verdict=True, log_score="margin", explained=None) -> dict:
+    """A metrics.json of the current schema, every number chosen: intervals +-3 pp, log-score
+    means in nats with +-0.1 intervals."""
+    mean = float(np.mean(acc))
+    phases = [
+        {
+            "phase": p,
+            "n": 240,
+            "n_contents": 40,
+            "accuracy": a,
+            "ci_low": a - 0.03,
+            "ci_high": a + 0.03,
+            "mean_logprob": -0.5,
+            "mean_margin": 1.0 + a - mean,
+            "adjusted_accuracy": a + 0.005,
+            "effect_pp": 100 * (a - mean),
+            "effect_ci_pp": [100 * (a - mean) - 2.5, 100 * (a - mean) + 2.5],
+        }
+        for p, a in enumerate(acc)
+    ]
+    offsets = list(range(24))
+    m = {
+        "step": STEP,
+        "phases": phases,
+        "gap_pp": 100 * (max(acc) - min(acc)),
+        "gap_ci_pp": [4.0, 14.0],
+        "gap_p_value": 0.001,
+        "offsets": offsets,
+        "accuracy_by_offset": [acc[d % STEP] + 0.01 * ((d * 7) % 3 - 1) for d in offsets],
+        "phase_by_offset": [d % STEP for d in offsets],
+        "period": {
+            "detected": STEP,
+            "p_value": 0.001,
+            "kind": "step",
+            "explained": explained or {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12},
+        },
+    }
+    if verdict:
+        m["verdict"] = {"worst_phase": worst, "phase_basis": "drift-adjusted", "outcome": "accuracy"}
+    if log_score:
+        means = [-1.0 + 2 * (a - mean) for a in acc] if log_score == "logprob" else [1.0 + a - mean for a in acc]
+        rows = [{"phase": p, "n_contents": 40, "mean": v, "ci": [v - 0.1, v + 0.1]} for p, v in enumerate(means)]
+        m["log_score"] = {"outcome": log_score, "unit": "nats", "phases": rows}
+    return m
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures drawn, kept open for inspection after _save wrote them."""
+    kept = []
+    save = figures._save
+
+    def keep(fig, path, **kwargs):
+        kept.append(fig)
+        save(fig, path, **kwargs)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    return kept
+
+
+def bars_by_phase(ax) -> dict:
+    (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+    return {round(b.get_x() + b.get_width() / 2): b for b in bars}
+
+
+def svg_texts(path) -> list[ET.Element]:
+    return [e for e in ET.parse(path).iter() if e.tag.endswith("}text")]
+
+
+def tick_labels(path, axis="x") -> list[str]:
+    root = ET.parse(path).getroot()
+    groups = [g for g in root.iter() if g.tag.endswith("}g") and g.get("id", "").startswith(f"{axis}tick_")]
+    return [t.text for g in groups for t in g.iter() if t.tag.endswith("}text")]
+
+
+def outside_the_image(path, margin=3.0) -> list[str]:
+    """Texts of the saved SVG that come closer than ``margin`` pt to its edges. The SVG keeps
+    text as text, so each glyph box is measured with the same font; the margin because a raster
+    renders text a little wider (hinting): the old periodogram's y label ended 2 pt from the top
+    of its SVG and lost its last letter in the PNG."""
+    root = ET.parse(path).getroot()
+    width, height = (float(root.get(k).removesuffix("pt")) for k in ("width", "height"))
+    cut = []
+    for t in svg_texts(path):
+        style, transform = t.get("style", ""), t.get("transform", "")
+        size = float(re.search(r"font-size: ([\d.]+)px", style).group(1))
+        box = TextPath((0, 0), t.text, size=size).get_extents()  # x along the baseline, y up
+        anchor = (re.search(r"text-anchor: (\w+)", style) or [0, "start"])[1]
+        shift = {"start": 0.0, "middle": 0.5, "end": 1.0}[anchor] * box.x1
+        if t.get("x") is not None:
+            x, y = float(t.get("x")), float(t.get("y"))
+        else:
+            x, y = map(float, re.search(r"translate\(([-\d.e]+) ([-\d.e]+)\)", transform).groups())
+        angle = np.radians(float((re.search(r"rotate\((-?[\d.]+)", transform) or [0, 0])[1]))
+        along, up = np.array([np.cos(angle), np.sin(angle)]), np.array([np.sin(angle), -np.cos(angle)])  # y down
+        corners = [np.array([x, y]) + (a - shift) * along + b * up for a in (box.x0, box.x1) for b in (box.y0, box.y1)]
+        if any(not (margin <= cx <= width - margin and margin <= cy <= height - margin) for cx, cy in corners):
+            cut.append(t.text)
+    return cut
+
+
+def test_a_9pp_gap_fills_the_axis_and_the_label_and_strip_say_which_part_of_0_1(drawn, tmp_path):
+    figures.phase_accuracy(hand_metrics(), tmp_path / "phase_accuracy.png")
+    ax = drawn[0].axes[0]
+    bottom, top = ax.get_ylim()
+    lowest, highest = min(GAP_9PP) - 0.03, max(GAP_9PP) + 0.03  # bars' interval ends
+    assert lowest - 0.1 < bottom < lowest and highest < top < highest + 0.1
+    assert top - bottom < 0.35  # not 0..1: the 9 pp are a visible share of the axis
+    assert re.fullmatch(r"accuracy \(axis 0\.\d\d–0\.\d\d of 0–1\)", ax.get_ylabel())
+    (strip,) = ax.child_axes  # the whole 0-1 with the shown window shaded
+    assert strip.get_ylim() == (0, 1)
+    (window,) = strip.patches
+    shaded = window.get_extents().transformed(strip.transData.inverted())
+    assert shaded.y0 == pytest.approx(bottom, abs=1e-6) and shaded.y1 == pytest.approx(top, abs=1e-6)
+
+
+def test_an_axis_that_needs_all_of_0_1_has_no_strip(drawn, tmp_path):
+    figures.phase_accuracy(hand_metrics(acc=(0.05, 0.5, 0.9, 0.97)), tmp_path / "phase_accuracy.png")
+    ax = drawn[0].axes[0]
+    assert ax.get_ylabel() == "accuracy" and not ax.child_axes
+
+
+@pytest.mark.parametrize(
+    ("acc", "verdict", "worst"),
+    [
+        (GAP_9PP, True, 1),  # the verdict's worst phase, even where its raw bar is not the lowest
+        (GAP_9PP, False, 0),  # an older metrics.json: the lowest drift-adjusted accuracy
+        ((0.66, 0.69, 0.64, 0.60), True, 3),  # worst and boundary: red and hatched
+    ],
+)
+def test_the_worst_phase_is_red_and_the_boundary_only_hatched(drawn, tmp_path, acc, verdict, worst):
+    metrics = hand_metrics(acc=acc, worst=worst, verdict=verdict)
+    figures.phase_accuracy(metrics, tmp_path / "phase_accuracy.png")
+    figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
+    for fig in drawn:
+        bars = bars_by_phase(fig.axes[0])
+        for phase, bar in bars.items():
+            assert bar.get_facecolor() == to_rgba(WORST if phase == worst else OTHER, 0.6), (phase, fig)
+            assert bar.get_hatch() == (BOUNDARY if phase == STEP - 1 else None)
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert any(text.startswith(f"worst phase {worst} (") for text in legend)
+        assert f"boundary phase {STEP - 1}" in legend
+
+
+def test_no_phase_is_red_when_every_phase_is_equal(drawn, tmp_path):
+    figures.phase_accuracy(hand_metrics(acc=(1.0,) * 4, verdict=False), tmp_path / "phase_accuracy.png")
+    bars = bars_by_phase(drawn[0].axes[0])
+    assert all(bar.get_facecolor() == to_rgba(OTHER, 0.6) for bar in bars.values())
+
+
+def test_offsets_take_the_colours_of_their_phases(drawn, tmp_path):
+    metrics = hand_metrics(worst=1)
+    figures.offset_accuracy(metrics, tmp_path / "offset_accuracy.png")
+    ax = drawn[0].axes[0]
+    dots = {line.get_label(): line for line in ax.get_lines() if line.get_linestyle() == "None"}
+    worst = dots["worst phase 1 (drift-adjusted accuracy)"]
+    assert worst.get_color() == WORST and list(worst.get_xdata()) == list(range(1, 24, STEP))
+    boundary = dots[f"boundary phase {STEP - 1}"]
+    assert boundary.get_color() == OTHER and boundary.get_marker() == figures.BOUNDARY_MARKER
+    assert list(boundary.get_xdata()) == list(range(STEP - 1, 24, STEP))
+    acc = metrics["accuracy_by_offset"]
+    bottom, top = ax.get_ylim()
+    assert min(acc) - 0.1 < bottom < min(acc) and max(acc) < top < max(acc) + 0.1
+    assert "of 0–1" in ax.get_ylabel()
+
+
+def test_every_figure_has_integer_ticks_an_svg_beside_it_and_no_text_cut_off(tmp_path):
+    metrics = hand_metrics(explained={"2": 0.1, "3": 0.02, "4": 0.5, "6": 0.12, "8": 0.55, "12": 0.6})
+    for name, draw in FIGURES.items():
+        png = tmp_path / name
+        draw(metrics, png)
+        svg = png.with_suffix(".svg")
+        assert png.read_bytes().startswith(b"\x89PNG") and svg.exists(), name
+        labels = tick_labels(svg)
+        assert labels and all(re.fullmatch(r"\d+", label) for label in labels), (name, labels)
+        assert outside_the_image(svg) == [], name
+
+
+def test_compare_figures_are_saved_as_svg_too(tmp_path):
+    figures.offset_overlay({"a": ([0, 1, 2], [0.5, 0.6, 0.7])}, tmp_path / "offsets.png")
+    figures.gap_forest([("a", 5.0, [1.0, 9.0]), ("b", None, None)], tmp_path / "gaps.png")
+    assert {p.name for p in tmp_path.iterdir()} == {"offsets.png", "offsets.svg", "gaps.png", "gaps.svg"}
+
+
+def test_the_periodogram_label_fits_and_multiples_of_the_period_are_explained(tmp_path):
+    taller = {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12, "8": 0.55, "12": 0.6}
+    figures.periodogram(hand_metrics(explained=taller), tmp_path / "periodogram.png")
+    svg = tmp_path / "periodogram.svg"
+    assert outside_the_image(svg) == []
+    texts = " ".join(t.text for t in svg_texts(svg))
+    assert "variance explained by d mod P" in texts
+    assert "Multiples of 4 (8, 12) also fit" in texts and "smallest period that explains the pattern" in texts
+    assert tick_labels(svg) == ["2", "3", "4", "5", "6", "8", "12"]
+
+    figures.periodogram(hand_metrics(), tmp_path / "plain.png")  # the period's bar is the tallest
+    assert "Multiples" not in " ".join(t.text for t in svg_texts(tmp_path / "plain.svg"))
+
+
+@pytest.mark.parametrize(("outcome", "ylabel"), [("margin", "mean margin (nats)"), ("logprob", "mean log p (nats)")])
+def test_the_log_score_panel_shows_each_phase_mean_with_its_interval(drawn, tmp_path, outcome, ylabel):
+    metrics = hand_metrics(log_score=outcome)
+    figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
+    ax = drawn[0].axes[0]
+    assert ax.get_ylabel() == ylabel
+    (errors,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    (caps,) = errors.lines[2]  # the vertical interval segments, one per phase
+    ends = sorted((float(s[:, 1].min()), float(s[:, 1].max())) for s in caps.get_segments())
+    expected = sorted(tuple(r["ci"]) for r in metrics["log_score"]["phases"])
+    assert np.allclose(ends, expected)
+    zero_line = [line for line in ax.get_lines() if list(line.get_ydata()) == [0, 0]]
+    assert bool(zero_line) == (outcome == "margin")
+
+
+def test_the_margin_panel_of_an_older_metrics_file_has_bare_means(drawn, tmp_path):
+    metrics = hand_metrics(verdict=False, log_score=None)
+    figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
+    ax = drawn[0].axes[0]
+    assert not [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    heights = {p: bar.get_height() for p, bar in bars_by_phase(ax).items()}
+    assert heights == {r["phase"]: pytest.approx(r["mean_margin"]) for r in metrics["phases"]}
+    assert ax.get_ylabel() == "mean margin (nats)"
+
+
+@pytest.fixture(scope="module")
+def analysed() -> dict:
+    """metrics of a simulated run: 40 contents x 16 offsets, phase 0 worst, margins recorded."""
+    rng = np.random.default_rng(0)
+    content, offset = np.repeat(np.arange(40), 16), np.tile(np.arange(16), 40)
+    phase = offset % STEP
+    correct = (rng.random(len(content)) < np.array(GAP_9PP)[phase]).astype(float)
+    r = RecordArrays.from_arrays(STEP, content, offset, phase, correct)
+    r.margin = rng.normal(1.0, 1.0, len(content)) - 0.3 * (phase == 0)
+    return analyze_arrays(r, n_resamples=99)
+
+
+@pytest.mark.parametrize("schema", ["current", "older"])
+def test_the_figures_of_an_analysed_run_draw_without_warnings(analysed, tmp_path, schema):
+    metrics = analysed
+    if schema == "older":  # written before the verdict and the log score existed
+        metrics = {k: v for k, v in analysed.items() if k not in ("verdict", "log_score")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, draw in FIGURES.items():
+            draw(metrics, tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*FIGURES, *(name.replace(".png", ".svg") for name in FIGURES)]
+    )
