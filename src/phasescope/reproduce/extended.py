@@ -9,6 +9,8 @@
   Welch over seeds;
 * ``kv_specialization`` (C): a held-out KV-head contrast > 0 with Holm p < 0.05 on every learned
   seed; ``stagger_own_phases``: do staggered KV heads prefer the phases their own boundaries make easy;
+* ``margin_period_verdict`` (B‴, amendment 4): the step-2 seeds above the learned band, period 2
+  in the log-prob margin on every such seed;
 * ``theory`` (D): T1 gap(tiny-s2) < gap(tiny-s4), T2 gap(tiny-s4-d64) < gap(tiny-s4), Welch;
 * ``long_context`` (E): period = step on every learned seed of ``tiny-s4-long``; ``long_gap`` beside
   it: gap(tiny-s4-long) − gap(tiny-s4), descriptive.
@@ -19,6 +21,7 @@ counts as no result); every verdict needs ``MIN_SEEDS`` such seeds on each side.
 
 from __future__ import annotations
 
+from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA, MIN_SEEDS, entry_verdict, periodic_at_step
 
 STEP2_PAIRS = (("tiny-v4.1", "tiny-s4-channel"), ("hf-deepseek-v4-tiny-s2", "hf-deepseek-v4-tiny"))
@@ -35,6 +38,8 @@ THEORY = {
 STEP2_HARDER = ("tiny-v4.1-512", "tiny-s4-512")  # amendment 1: B' and its gap beside step 4
 LONG_PAIR = ("tiny-s4-long", "tiny-s4")
 STEP2_LONG = ("tiny-s2-long", "tiny-s4-long")  # amendment 3: B'' and its gap beside step 4
+# amendment 4 (B‴): the step-2 recipes' seeds above the learned band, judged in the log-prob margin
+STEP2_ALL = ("tiny-s2", "tiny-v4.1", "hf-deepseek-v4-tiny-s2", "tiny-s2-512", "tiny-v4.1-512", "tiny-s2-long")
 MIN_DROP_PP = 5.0  # a KV head counts in the stagger question when its removal costs this much on average
 
 
@@ -244,6 +249,41 @@ def period_verdict(rows: list[dict], recipes: tuple[str, ...], claim: str) -> di
     return {"claim": claim, "verdict": overall, "entries": entries}
 
 
+def above_band(rows: list[dict], recipe: str) -> list[dict]:
+    """The recipe's seeds whose held-out accuracy is above the learned band (the ceiling)."""
+    return [r for r in plain(rows, recipe) if (r.get("eval_accuracy") or 0.0) > LEARNED_BAND[1]]
+
+
+def margin_period_verdict(rows: list[dict], recipes: tuple[str, ...] = STEP2_ALL) -> dict:
+    """B‴ (amendment 4): detected margin period = the step (2) with p < alpha on every seed above
+    the band of each recipe (MIN_SEEDS needed); reproduced when every recipe with enough seeds is."""
+    entries = {recipe: _margin_entry(above_band(rows, recipe)) for recipe in recipes}
+    judged = [e["verdict"] for e in entries.values() if e["verdict"] != "inconclusive"]
+    if not judged:
+        overall = "inconclusive"
+    else:
+        overall = "reproduced" if all(v == "reproduced" for v in judged) else "not reproduced"
+    claim = "B‴: at the ceiling, a step-2 compressor's log-prob margin has period 2"
+    return {"claim": claim, "verdict": overall, "entries": entries}
+
+
+def _margin_entry(seeds: list[dict]) -> dict:
+    hits = [r.get("margin_period") == r["step"] and (r.get("margin_period_p") or 1.0) < ALPHA for r in seeds]
+    if len(seeds) < MIN_SEEDS:
+        verdict = "inconclusive"
+    else:
+        verdict = "reproduced" if all(hits) else "not reproduced"
+    return {
+        "verdict": verdict,
+        "why": f"margin period 2 with p < {ALPHA} on {sum(hits)} of {len(seeds)} seeds above the band "
+        f"(a verdict needs {MIN_SEEDS})",
+        "eval_accuracy": [round(100 * r["eval_accuracy"], 1) for r in seeds],
+        "margin_gap": [None if r.get("margin_gap") is None else round(r["margin_gap"], 3) for r in seeds],
+        "margin_period": [r.get("margin_period") for r in seeds],
+        "margin_period_p": [r.get("margin_period_p") for r in seeds],
+    }
+
+
 def judge_extended(rows: list[dict], matrix) -> dict:
     post = {e.recipe: post_training(rows, e.recipe, e.post_of) for e in matrix if e.post_of}
     post_verdicts = [v["verdict"] for v in post.values()]
@@ -265,6 +305,7 @@ def judge_extended(rows: list[dict], matrix) -> dict:
             rows, STEP2_LONG[:1], "B'': on 1,024-token rows a step-2 compressor makes the period 2"
         ),
         "step2_long_gap": welch(rows, *STEP2_LONG),
+        "step2_margin": margin_period_verdict(rows),
         "kv_specialization": kv_specialization(rows, [e.recipe for e in matrix if e.kv_ablation]),
         "stagger_own_phases": stagger_own_phases(rows),
         "theory": theory(rows),

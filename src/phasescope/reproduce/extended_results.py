@@ -90,6 +90,20 @@ def period_lines(v: dict) -> list[str]:
     return lines + [""]
 
 
+def margin_lines(v: dict | None) -> list[str]:
+    """B‴ (amendment 4): the step-2 seeds at the ceiling, read in the log-prob margin."""
+    if not v:
+        return []
+    lines = [f"### step 2 in the log-prob margin at the ceiling (B‴, amendment 4): **{v['verdict']}**", ""]
+    lines += [f"_{v['claim']}_", ""]
+    for recipe, e in v["entries"].items():
+        lines.append(
+            f"* `{recipe}`: {e['verdict']} — {e['why']}; held-out accuracy {e['eval_accuracy']}%; margin gap "
+            f"{e['margin_gap']} nats; margin periods {e['margin_period']} (p {e['margin_period_p']})"
+        )
+    return lines + [""]
+
+
 def extended_section(ext: dict) -> list[str]:
     lines = [
         "## The rest of the study (issue #23)",
@@ -111,6 +125,7 @@ def extended_section(ext: dict) -> list[str]:
         *period_lines(ext["step2_long"]),
         f"* gap beside step 4: {welch_line(ext['step2_long_gap'])}",
         "",
+        *margin_lines(ext.get("step2_margin")),
         *kv_lines(ext["kv_specialization"], ext["stagger_own_phases"]),
         "### Predictions of the gradient-flow theory",
         "",

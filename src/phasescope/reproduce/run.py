@@ -111,9 +111,22 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict,
         "gap_p": m["gap_p_value"],
         "period": m["period"]["detected"],
         "period_p": m["period"]["p_value"],
+        **margin_columns(m),
         "forward_passes": step if variant == "phase-ensemble" else 1,
         "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
         "run_dir": str(run_dir),
+    }
+
+
+def margin_columns(m: dict) -> dict:
+    """The phase statistics of the log-prob margin (amendment 4: step 2 at the ceiling)."""
+    score = m.get("log_score") or {}
+    period = score.get("period") or {}
+    return {
+        "margin_gap": score.get("gap"),
+        "margin_gap_ci": score.get("gap_ci"),
+        "margin_period": period.get("detected"),
+        "margin_period_p": period.get("p_value"),
     }
 
 
