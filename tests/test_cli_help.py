@@ -13,7 +13,7 @@ WIDTH = 100
 # rich reads the width from COLUMNS; NO_COLOR and no FORCE_COLOR keep escape codes out of the text
 ENV = {"COLUMNS": str(WIDTH), "NO_COLOR": "1", "FORCE_COLOR": None, "TERM": "dumb"}
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-SWEEP_PANELS = ["Model", "Probe", "Run", "Geometry", "Served model (openai:)"]
+SWEEP_PANELS = ["Model", "Probe", "Geometry", "Run", "Served model (openai:)"]  # the issue asks this order
 
 CLI = typer.main.get_command(app)
 COMMANDS = sorted(CLI.commands)

@@ -9,7 +9,7 @@ import pytest
 from phasescope.analysis.intervals import cluster_mean
 from phasescope.analysis.log_score import log_score
 from phasescope.analysis.records import RecordArrays
-from phasescope.analysis.simulate import binomial_bound
+from phasescope.analysis.simulate import binomial_bound, simulate_ceiling_margins
 from phasescope.analysis.stats import analyze_arrays
 from phasescope.analysis.verdict import verdict
 
@@ -17,18 +17,7 @@ STEP, OFFSETS = 4, np.arange(24)
 
 
 def ceiling_run(rng, n_contents=60, effect=None, drift=3.0, records=1) -> RecordArrays:
-    """Every answer right; margins = content level (skewed) + a steep logistic drift over offsets
-    + a phase effect (nats) + heavy-tailed noise."""
-    content = np.repeat(np.arange(n_contents), len(OFFSETS) * records)
-    offset = np.tile(np.repeat(OFFSETS, records), n_contents)
-    phase = offset % STEP
-    level = rng.gamma(2.0, 1.5, n_contents)[content]
-    trend = drift / (1 + np.exp(-(offset - 12) / 1.5))
-    planted = np.zeros(STEP) if effect is None else np.asarray(effect, dtype=float)
-    margin = level + trend + planted[phase] + 0.8 * rng.standard_t(4, len(content))
-    r = RecordArrays.from_arrays(STEP, content, offset, phase, np.ones(len(content)))
-    r.margin = margin
-    return r
+    return simulate_ceiling_margins(rng, n_contents, len(OFFSETS), STEP, effect, drift, records)
 
 
 def test_a_planted_margin_effect_at_the_ceiling_is_found_with_its_period_and_worst_phase():

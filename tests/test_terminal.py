@@ -56,3 +56,5 @@ def test_a_run_without_an_effect_is_read_as_none_detected(tmp_path):
     out = analyze_output(write_run(tmp_path / "run", bad_phase=None, seed=1))
     assert out.startswith("verdict: no detectable phase effect at step 4: gap ")
     assert "is unlikely" in out.splitlines()[0] + out.splitlines()[1]
+    rows = [line for line in out.splitlines() if re.match(r"\s*\d[*<]*\s+\d+\s+0\.\d{3} \[0\.\d{3},\d", line)]
+    assert len(rows) == 4 and not any("<" in row.split()[0] for row in rows)  # a lowest phase is not a worst one

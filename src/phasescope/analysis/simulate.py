@@ -277,4 +277,37 @@ def binomial_bound(alpha: float, n: int) -> float:
     return alpha + 2 * np.sqrt(alpha * (1 - alpha) / n)
 
 
-__all__ = ["DESIGNS", "FAMILIES", "SHAPES", "Scenario", "Truth", "binomial_bound", "calibrate", "simulate"]
+__all__ = [
+    "DESIGNS",
+    "FAMILIES",
+    "SHAPES",
+    "Scenario",
+    "Truth",
+    "binomial_bound",
+    "calibrate",
+    "simulate",
+    "simulate_ceiling_margins",
+]
+
+
+def simulate_ceiling_margins(
+    rng: np.random.Generator,
+    n_contents: int = 60,
+    offsets: int = 24,
+    step: int = 4,
+    effect=None,
+    drift: float = 3.0,
+    records: int = 1,
+) -> RecordArrays:
+    """A sweep at the ceiling (every answer right) whose log-prob margins are: a skewed content
+    level (gamma) + a steep logistic drift over offsets (``drift`` nats) + a phase effect
+    (``effect``, nats per phase) + heavy-tailed t(4) noise (for ``analysis.log_score``)."""
+    content = np.repeat(np.arange(n_contents), offsets * records)
+    offset = np.tile(np.repeat(np.arange(offsets), records), n_contents)
+    phase = offset % step
+    level = rng.gamma(2.0, 1.5, n_contents)[content]
+    trend = drift / (1 + np.exp(-(offset - offsets / 2) / 1.5))
+    planted = np.zeros(step) if effect is None else np.asarray(effect, dtype=float)
+    r = RecordArrays.from_arrays(step, content, offset, phase, np.ones(len(content)))
+    r.margin = level + trend + planted[phase] + 0.8 * rng.standard_t(4, len(content))
+    return r

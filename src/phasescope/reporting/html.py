@@ -11,6 +11,7 @@ from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.text import (
     dependence_line,
+    detected_worst,
     gap_line,
     interval,
     number,
@@ -42,7 +43,7 @@ def _phase_table(metrics: dict) -> str:
         "<tr><th>phase</th><th>n</th><th>accuracy</th><th>95% CI (by content)</th><th>drift-adjusted accuracy</th>"
         "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin [95% CI]</th></tr>"
     )
-    worst = (metrics.get("verdict") or {}).get("worst_phase")
+    worst = detected_worst(metrics)
     margins = {m["phase"]: m for m in (metrics.get("log_score") or {}).get("phases", [])}
     rows = []
     for r in metrics["phases"]:

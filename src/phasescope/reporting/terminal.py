@@ -8,6 +8,7 @@ from rich.table import Table
 
 from phasescope.reporting.text import (
     dependence_line,
+    detected_worst,
     gap_line,
     number,
     period_line,
@@ -32,9 +33,10 @@ def verdict_text(metrics: dict) -> str | None:
 
 def phase_table(metrics: dict, title: str) -> Table:
     """Per-phase accuracy (clustered interval), drift-adjusted accuracy and effect, and the log-prob
-    margin with its interval where the run has one. * marks the boundary phase, < the worst."""
+    margin with its interval where the run has one. * marks the boundary phase, < the worst (when
+    the verdict found an effect)."""
     step = metrics["step"]
-    worst = (metrics.get("verdict") or {}).get("worst_phase")
+    worst = detected_worst(metrics)
     margins = {r["phase"]: r for r in (metrics.get("log_score") or {}).get("phases", [])}
     outcome = (metrics.get("log_score") or {}).get("outcome", "margin")
     table = Table(

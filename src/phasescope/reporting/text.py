@@ -14,6 +14,13 @@ def interval(pair, fmt: str = ".1f") -> str:
     return f" [{pair[0]:{fmt}}, {pair[1]:{fmt}}]"
 
 
+def detected_worst(metrics: dict) -> int | None:
+    """The worst phase, when the verdict found an effect (a null run has a lowest phase, not a worst one)."""
+    v = metrics.get("verdict") or {}
+    found = v.get("kind") in ("effect", "ceiling", "floor") and v.get("p_value") is not None and v["p_value"] < 0.05
+    return v.get("worst_phase") if found else None
+
+
 def gap_line(metrics: dict) -> str:
     """The drift-adjusted, bias-corrected gap with its interval and p-value; the plug-in and raw
     max - min beside it; the notes (too few contents, a trend that cannot be separated, another

@@ -280,7 +280,9 @@ def _margin_entry(seeds: list[dict]) -> dict:
         "eval_accuracy": [round(100 * r["eval_accuracy"], 1) for r in seeds],
         "margin_gap": [None if r.get("margin_gap") is None else round(r["margin_gap"], 3) for r in seeds],
         "margin_period": [r.get("margin_period") for r in seeds],
-        "margin_period_p": [r.get("margin_period_p") for r in seeds],
+        "margin_period_p": [
+            None if r.get("margin_period_p") is None else float(f"{r['margin_period_p']:.2g}") for r in seeds
+        ],
     }
 
 

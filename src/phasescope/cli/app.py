@@ -1,0 +1,124 @@
+"""The application, its console and its one exception boundary (``command``): every command module
+registers through ``command()``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+
+import typer
+from rich.console import Console
+
+from phasescope.errors import InputError
+
+app = typer.Typer(
+    help="phasescope: find and measure phase sensitivity in models with chunked KV-cache compression.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+DEBUG = {"on": False}  # set by --debug before any command runs
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from phasescope.version import __version__
+
+        console.print(f"phasescope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    debug: bool = typer.Option(False, "--debug", metavar="", help="On any error, show the full Python traceback."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        metavar="",
+        help="Print phasescope's version and exit.",
+    ),
+) -> None:
+    """phasescope: find and measure phase sensitivity in models with chunked KV-cache compression."""
+    DEBUG["on"] = debug
+    warnings.showwarning = _show_warning
+
+
+_LIBRARY_WARNING = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """phasescope's own warnings as one plain line; other libraries' in their usual form."""
+    if "phasescope" in str(filename) and issubclass(category, UserWarning):
+        console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    else:
+        _LIBRARY_WARNING(message, category, filename, lineno, file, line)
+
+
+def fail(message: str) -> None:
+    """Print a user-facing error and exit with status 2 (no traceback)."""
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+def _os_message(err: OSError) -> str:
+    where = f": {err.filename}" if err.filename else ""
+    return f"{err.strerror or err}{where}"
+
+
+def guarded(command):
+    """The one exception boundary: a user's mistake (InputError, a file-system error) becomes
+    ``error: ...`` with exit 2; an interruption keeps finished work; anything else is a bug in
+    phasescope, reported as such (``--debug`` shows its traceback)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.BadParameter):
+            raise
+        except KeyboardInterrupt as err:  # a command that knows more says it in the interrupt's message
+            what = err.args[0] if err.args else "finished work is on disk; rerun the same command to continue"
+            console.print(f"interrupted: {what}", highlight=False)
+            raise typer.Exit(code=130) from None
+        except (InputError, OSError) as err:
+            if DEBUG["on"]:
+                raise
+            fail(_os_message(err) if isinstance(err, OSError) else str(err))
+        except Exception as err:
+            if DEBUG["on"]:
+                raise
+            console.print(
+                f"[bold red]internal error[/] (a bug in phasescope, not in your input): {type(err).__name__}: {err}\n"
+                "rerun with --debug (phasescope --debug COMMAND ...) for the traceback, and please report it",
+                highlight=False,
+            )
+            raise typer.Exit(code=1) from None
+
+    return run
+
+
+def command(*args, **kwargs):
+    """``app.command`` behind the exception boundary."""
+    return lambda fn: app.command(*args, **kwargs)(guarded(fn))
+
+
+def with_options(table: dict[str, tuple[type, object]]):
+    """Give ``fn(**given)`` the signature typer reads from a table of options, one keyword
+    parameter per row (name: (type, typer.Option(...))), so a command with many options is one
+    table and a short body."""
+
+    def wrap(fn):
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        fn.__signature__ = inspect.Signature(
+            [
+                inspect.Parameter(name, keyword, default=option, annotation=kind)
+                for name, (kind, option) in table.items()
+            ]
+        )
+        fn.__annotations__ = {name: kind for name, (kind, _) in table.items()} | {"return": None}
+        return fn
+
+    return wrap

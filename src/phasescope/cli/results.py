@@ -1,0 +1,139 @@
+"""Commands on run directories: analyze, export, report, compare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from phasescope.cli.app import command, console
+
+
+@command()
+def analyze(
+    run_dir: str = typer.Argument(..., help="Run directory holding records.jsonl."),
+    resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples and permutations."),
+) -> None:
+    """Per-phase accuracy (raw and drift-adjusted), gap with interval and p-value, period, phase dependence,
+    same-window contrast -> metrics.json (statistics from records.jsonl alone)."""
+    from phasescope.api import analyze as run
+
+    metrics = run(run_dir, n_resamples=resamples)
+    print_metrics(metrics, title=run_dir)
+    if metrics.get("records_note"):
+        console.print(f"[yellow]note:[/] {metrics['records_note']}", highlight=False)
+    for table in task_metric_tables(metrics.get("task_metrics") or {}):
+        console.print(table)
+    console.print(f"wrote {Path(run_dir) / 'metrics.json'}", highlight=False)
+
+
+def task_metric_tables(per_task: dict) -> list[Table]:
+    """lm-eval tasks: each metric per phase, with its 95% interval by document, and at offset 0."""
+    tables = []
+    for task, metrics in per_task.items():
+        table = Table(title=f"lm-eval task {task}: its metrics per phase (offset 0 = lm-eval's own rendering)")
+        for col in ("metric", "offset 0", *(f"phase {p['phase']}" for p in next(iter(metrics.values()))["phases"])):
+            table.add_column(col, justify="right")
+        table.add_column("max-min pp (raw)", justify="right")
+        for metric, summary in metrics.items():
+            cells = [_value_ci(p["value"], p["ci"]) for p in summary["phases"]]
+            gap = summary["gap_raw_pp"]
+            table.add_row(metric, _value_ci(summary["offset_0"], None), *cells, "-" if gap is None else f"{gap:.1f}")
+        tables.append(table)
+    return tables
+
+
+def _value_ci(value, ci) -> str:
+    if value is None:
+        return "not estimable"
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+@command()
+def export(
+    run_dir: str = typer.Argument(..., help="Run directory of `phasescope sweep`."),
+    format: str = typer.Option(
+        "csv",
+        "--format",
+        help="csv, parquet or jsonl: the records (prompt ids, lm-eval task and doc_id included), per-phase, "
+        "per-offset and task-metric tables, one file each; lm-eval: one results JSON shaped like lm-eval's "
+        "(results[task][metric] at offset 0 plus phase_results[task][phase][metric]).",
+    ),
+    out: str = typer.Option(
+        None,
+        help="Where to write: a directory for tables (default RUN/export), a file for lm-eval (default "
+        "RUN/lm_eval_results.json).",
+    ),
+) -> None:
+    """The run's numbers as files for pandas, spreadsheets or lm-eval's tooling (needs phasescope\\[export])."""
+    from phasescope.export import export as run
+
+    for path in run(run_dir, format, out):
+        console.print(f"wrote {path}")
+
+
+def print_metrics(metrics: dict, title: str) -> None:
+    """The verdict, the per-phase table (80 columns) and the detail lines of `analyze`."""
+    from phasescope.reporting.terminal import detail_lines, phase_table, probability_renderables, verdict_text
+
+    verdict = verdict_text(metrics)
+    if verdict:
+        console.print(verdict, highlight=False)
+    console.print(phase_table(metrics, title))
+    for line in detail_lines(metrics):
+        console.print(line, highlight=False)
+    for renderable in probability_renderables(metrics):
+        console.print(renderable, highlight=False)
+
+
+@command()
+def report(
+    run_dir: str = typer.Argument(..., help="Run directory (analyzed first if metrics.json is missing)."),
+) -> None:
+    """Figures (figures/*.png) and one self-contained report.html."""
+    from phasescope.api import report as run
+
+    path = run(run_dir)
+    console.print(f"report: {path}")
+
+
+def report_hint(out: str) -> None:
+    """After writing a section file (ablation/preferences/theory.json) into a sweep run directory."""
+    from pathlib import Path
+
+    if (Path(out) / "records.jsonl").exists():
+        console.print(f"{out} is a sweep run: `phasescope report {out}` adds this to its report.html", soft_wrap=True)
+
+
+@command()
+def compare(
+    runs: list[str] = typer.Argument(
+        ..., help="Run directories (the --out of `phasescope sweep`); meant for two or more, one works too."
+    ),
+    out: str = typer.Option(..., help="Directory for compare.html and its figures (created if needed)."),
+    label: list[str] | None = typer.Option(
+        None,
+        "--label",
+        help="Name of a run in the table and figures; repeat once per run, in order (default: directory names).",
+    ),
+) -> None:
+    """Several sweep runs side by side -> DIR/compare.html (self-contained): per-phase accuracy with
+    intervals clustered by content, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
+    as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`."""
+    from pathlib import Path
+
+    from phasescope.api import compared_runs
+    from phasescope.reporting.compare import rich_table, run_notes, write_compare
+
+    compared = compared_runs(runs, label)
+    path = write_compare(compared, Path(out))
+    console.print(rich_table(compared))
+    for run in compared:
+        if verdict := (run.metrics.get("verdict") or {}).get("sentence"):
+            console.print(f"[bold]{run.label}[/]: {verdict}", highlight=False)
+    for line in run_notes(compared):
+        console.print(f"note: {line}", highlight=False)
+    if len(compared) == 1:
+        console.print("note: one run, nothing to compare it with (compare is meant for two or more)")
+    console.print(f"compare: {path}")

@@ -1,0 +1,396 @@
+"""`phasescope sweep`: its options as one table (``SWEEP_OPTIONS``; panels group them in --help),
+the typed sweep built from them (``sweep_specs``), and what it prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from phasescope.cli.app import command, console, fail, with_options
+from phasescope.specs import BackendOptions, GeometryOverrides, ProbeSpec, Remedies, RunOptions, SweepSpec
+
+
+def parse_offsets(text: str) -> list[int]:
+    """'0:24' (start:stop, stop excluded) or '0,1,5'."""
+    try:
+        if ":" in text:
+            start, stop = (int(x) for x in text.split(":"))
+            values = list(range(start, stop))
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise typer.BadParameter(f"{text!r}: use start:stop (e.g. 0:24) or a list (e.g. 0,1,2,3)")
+    return values
+
+
+def parse_gaps(text: str) -> tuple[int, ...]:
+    """'0,1' -> (0, 1)."""
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"--kv-gaps {text!r}: use integers separated by commas, e.g. 0,1") from None
+
+
+SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --help
+    "model": (
+        str,
+        typer.Option(
+            ...,
+            metavar="SPEC",
+            rich_help_panel="Model",
+            help="Model to sweep: a phasescope model directory (from `phasescope train`) or hf:DIR (a local "
+            "transformers causal LM); all specs: `phasescope backends`.",
+        ),
+    ),
+    "dtype": (
+        str,
+        typer.Option(
+            "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
+        ),
+    ),
+    "device": (
+        str,
+        typer.Option(
+            "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, cuda:1, mps."
+        ),
+    ),
+    "trust_remote_code": (
+        bool,
+        typer.Option(
+            False,
+            "--trust-remote-code",
+            metavar="",
+            rich_help_panel="Model",
+            help="hf: run the model directory's own Python code (only if you trust its author).",
+        ),
+    ),
+    "tokenizer": (
+        str,
+        typer.Option(
+            None,
+            metavar="TOKENIZER",
+            rich_help_panel="Model",
+            help="Tokenizer: a directory, or deepseek-v4 / qwen3 (shipped by packages, no download). openai: the "
+            "served model's (prompts are tokenized here, sent as ids); hf: replaces the directory's own; phasescope "
+            "model: the one whose ids it was trained on (for text probes).",
+        ),
+    ),
+    "compress": (
+        str,
+        typer.Option(
+            "none",
+            metavar="SPEC",
+            rich_help_panel="Model",
+            help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a): "
+            "what it would do if its cache were compressed (no retraining).",
+        ),
+    ),
+    "chat_template": (
+        bool,
+        typer.Option(
+            False,
+            "--chat-template",
+            metavar="",
+            rich_help_panel="Model",
+            help="Wrap text prompts in the tokenizer's chat template (its tokens count in every position).",
+        ),
+    ),
+    "probe": (
+        str,
+        typer.Option(
+            "kv-retrieval",
+            metavar="PROBE",
+            rich_help_panel="Probe",
+            help="What to score: kv-retrieval, padding-completion, prompts:FILE.jsonl or lm-eval:TASK[,TASK...]. "
+            'prompts: your own, one JSON object a line, {"prompt": ..., "candidates": [...], "target": i} or '
+            '{"prompt": ..., "answer": ...}, padded at {pad} or at the start; lm-eval: lm-evaluation-harness tasks '
+            "as lm-eval renders them (your YAML tasks: --include-path). See docs/sweeps.md.",
+        ),
+    ),
+    "samples": (
+        int,
+        typer.Option(
+            None,
+            min=1,
+            metavar="N",
+            rich_help_panel="Probe",
+            help="Content samples, each scored at every offset (paired); default 50. padding-completion: N "
+            "distinct (function, docstring) pairs of its built-in code prompts (at most 64, more is refused); with "
+            "--probe-file, every prompt of the file (default) or the first N.",
+        ),
+    ),
+    "design": (
+        str,
+        typer.Option(
+            "shift-needle",
+            metavar="DESIGN",
+            rich_help_panel="Probe",
+            help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
+        ),
+    ),
+    "seed": (int, typer.Option(0, metavar="SEED", rich_help_panel="Probe", help="Seed of the probe's content.")),
+    "probe_file": (
+        str,
+        typer.Option(
+            None,
+            metavar="FILE",
+            rich_help_panel="Probe",
+            help="padding-completion: your prompts, a JSON object with prompt (containing {pad}), candidates, target, "
+            "pad_unit and name, or a list of them (one content each).",
+        ),
+    ),
+    "depth": (
+        float,
+        typer.Option(
+            0.5,
+            min=0.0,
+            max=1.0,
+            metavar="X",
+            rich_help_panel="Probe",
+            help="kv-retrieval: where the needle sits in the haystack, 0 (earliest) to 1 (latest).",
+        ),
+    ),
+    "kv_gaps": (
+        str,
+        typer.Option(
+            "0",
+            metavar="GAPS",
+            rich_help_panel="Probe",
+            help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1); separates "
+            "same-window from split-window at equal value phase.",
+        ),
+    ),
+    "context_tokens": (
+        int,
+        typer.Option(
+            None,
+            min=64,
+            metavar="N",
+            rich_help_panel="Probe",
+            help="kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072). Default: a "
+            "haystack just long enough to put the needle beyond the raw window.",
+        ),
+    ),
+    "pair_format": (
+        str,
+        typer.Option(
+            "auto",
+            metavar="FORMAT",
+            rich_help_panel="Probe",
+            help="kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3) or auto "
+            "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
+        ),
+    ),
+    "filler": (
+        str,
+        typer.Option(
+            None,
+            metavar="TEXT",
+            rich_help_panel="Probe",
+            help="prompts: and text kv-retrieval: the padding unit, its token count measured in place. Default: the "
+            "first that fills cleanly of newline, space, '.', ... (prompts) or ' .', ' -', ... (haystack).",
+        ),
+    ),
+    "include_path": (
+        str,
+        typer.Option(
+            None,
+            metavar="DIR",
+            rich_help_panel="Probe",
+            help="lm-eval:TASK: a directory of your own lm-eval task YAML files, searched before lm-eval's built-in "
+            "tasks (datasets from local files: dataset_path json, data_files).",
+        ),
+    ),
+    "step": (
+        int,
+        typer.Option(
+            None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
+        ),
+    ),
+    "align": (
+        int,
+        typer.Option(
+            None, min=0, metavar="A", rich_help_panel="Geometry", help="Window align (default: the model's config)."
+        ),
+    ),
+    "offsets": (
+        str,
+        typer.Option(
+            "0:24",
+            metavar="D",
+            rich_help_panel="Geometry",
+            help="Offsets d to place the content at: start:stop or a comma list; cover two periods of the step "
+            "or more.",
+        ),
+    ),
+    "local": (
+        int,
+        typer.Option(
+            None,
+            min=0,
+            metavar="L",
+            rich_help_panel="Geometry",
+            help="Raw local window L (default: the model's config; DeepSeek-V4: sliding_window). kv-retrieval keeps "
+            "the needle at least L + one compression window before the question.",
+        ),
+    ),
+    "window": (
+        int,
+        typer.Option(
+            None,
+            min=1,
+            metavar="W",
+            rich_help_panel="Geometry",
+            help="Compression window w for models whose config declares none (default: the step).",
+        ),
+    ),
+    "out": (
+        str,
+        typer.Option(
+            ...,
+            metavar="DIR",
+            rich_help_panel="Run",
+            help="Run directory; rerunning the same command resumes an interrupted run.",
+        ),
+    ),
+    "batch_size": (
+        int,
+        typer.Option(
+            None,
+            min=1,
+            metavar="N",
+            rich_help_panel="Run",
+            help="Sequences per forward pass (default 16; fewer for prompts over 2K tokens, 1 from 32K).",
+        ),
+    ),
+    "progress": (bool, typer.Option(True, metavar="", rich_help_panel="Run", help="Show a progress bar.")),
+    "prefix_reuse": (
+        bool,
+        typer.Option(
+            True,
+            metavar="",
+            rich_help_panel="Run",
+            help="Read the prefix a content's offsets share once and continue each offset from its cache.",
+        ),
+    ),
+    "dry_run": (
+        bool,
+        typer.Option(
+            False,
+            "--dry-run",
+            metavar="",
+            rich_help_panel="Run",
+            help="Build and check every item and print what scoring would cost (passes/requests, tokens); scores "
+            "nothing.",
+        ),
+    ),
+    "phase_ensemble": (
+        bool,
+        typer.Option(
+            False,
+            "--phase-ensemble",
+            metavar="",
+            rich_help_panel="Run",
+            help="Test-time remedy: score every prompt at `step` pad lengths (0..step-1 tokens after the first) and "
+            "average the predictions; `step` forward passes per prompt (docs/reproduction.md).",
+        ),
+    ),
+    "ensemble_pad_id": (
+        int,
+        typer.Option(
+            None,
+            min=0,
+            metavar="ID",
+            rich_help_panel="Run",
+            help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token).",
+        ),
+    ),
+    "concurrency": (
+        int,
+        typer.Option(
+            8, min=1, metavar="N", rich_help_panel="Served model (openai:)", help="openai: requests in flight at once."
+        ),
+    ),
+    "timeout": (
+        float,
+        typer.Option(
+            120.0,
+            min=0.1,
+            metavar="SECONDS",
+            rich_help_panel="Served model (openai:)",
+            help="openai: seconds to wait for one request.",
+        ),
+    ),
+    "retries": (
+        int,
+        typer.Option(
+            4,
+            min=0,
+            metavar="N",
+            rich_help_panel="Served model (openai:)",
+            help="openai: retries (exponential backoff) after a 5xx or a dropped connection.",
+        ),
+    ),
+    "api_key_env": (
+        str,
+        typer.Option(
+            "OPENAI_API_KEY",
+            metavar="VAR",
+            rich_help_panel="Served model (openai:)",
+            help="openai: environment variable holding the API key (never logged or stored).",
+        ),
+    ),
+}
+
+
+@command()
+@with_options(SWEEP_OPTIONS)
+def sweep(**given) -> None:
+    """Place the same content at every offset, score it, append records.jsonl (resumable)."""
+    from phasescope.api import sweep_spec
+
+    spec, run = sweep_specs(given)
+    result = sweep_spec(spec, run, task=None, tokenizer=None, completion=completion_prompts(given))
+    print_sweep(result, run)
+
+
+def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
+    """The typed sweep and how to run it, from the command line's values (the reproducing
+    command is then ``spec.command(run)``)."""
+    probe = ProbeSpec(
+        o["probe"], o["design"], o["depth"], parse_gaps(o["kv_gaps"]), o["context_tokens"], o["pair_format"],
+        o["filler"], o["chat_template"], o["probe_file"], o["include_path"],
+    )  # fmt: skip
+    backend = BackendOptions(
+        o["dtype"], o["device"], o["trust_remote_code"], o["compress"], o["tokenizer"], o["concurrency"],
+        o["timeout"], o["retries"], api_key_env=o["api_key_env"],
+    )  # fmt: skip
+    geometry = GeometryOverrides(o["step"], o["align"], o["window"], o["local"])
+    offsets = tuple(parse_offsets(o["offsets"]))
+    remedies = Remedies(o["phase_ensemble"], o["ensemble_pad_id"])
+    spec = SweepSpec(o["model"], probe, geometry, offsets, o["samples"], o["seed"], remedies, backend)
+    return spec, RunOptions(Path(o["out"]), o["batch_size"], o["progress"], o["dry_run"], o["prefix_reuse"])
+
+
+def completion_prompts(o: dict):
+    """padding-completion's own prompts (--probe-file), or None."""
+    from phasescope.probes import CompletionSpec
+
+    if o["probe_file"] and o["probe"] != "padding-completion":
+        fail(f"--probe-file is for --probe padding-completion; the {o['probe']} probe does not read it")
+    return CompletionSpec.list_from_file(o["probe_file"]) if o["probe_file"] else None
+
+
+def print_sweep(result, run: RunOptions) -> None:
+    if result.geometry is not None:
+        console.print(f"geometry: {result.geometry.describe()}", highlight=False)
+    if result.plan is not None:
+        console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in result.plan.items()))
+        return
+    if result.scored == 0:
+        console.print(f"{run.out}: already complete ({len(result.records)} records); nothing to score")
+    else:
+        console.print(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
