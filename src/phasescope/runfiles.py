@@ -17,6 +17,15 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_section(out: str | Path, name: str, data) -> Path:
+    """A section file (ablation.json, preferences.json, theory.json) in ``out``, created if needed:
+    written atomically, with no NaN or Infinity (a statistic without data is null)."""
+    path = Path(out) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=1, allow_nan=False))
+    return path
+
+
 def read_json(path: Path, what: str, fix: str = "") -> dict:
     """The JSON object in ``path`` (``what`` it is, for the message; ``fix`` how to repair it)."""
     data = read_json_value(path, what, fix)

@@ -1,0 +1,236 @@
+"""`phasescope ablate`: its options as one table (``ABLATE_OPTIONS``), the ablation matrix, what it prints."""
+
+from __future__ import annotations
+
+import typer
+
+from phasescope.cli.app import command, console, with_options
+from phasescope.cli.results import report_hint
+from phasescope.cli.sweep import parse_offsets
+from phasescope.errors import InputError
+from phasescope.runfiles import write_section
+
+ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --help
+    "model": (
+        str,
+        typer.Option(
+            ...,
+            "--model",
+            metavar="SPEC",
+            rich_help_panel="Model",
+            help="Model to ablate: a phasescope model directory or hf:DIR (transformers, DeepSeek-V4 included); the "
+            "weights must load here (served openai: models cannot be ablated).",
+        ),
+    ),
+    "probe": (
+        str,
+        typer.Option(
+            "kv-retrieval",
+            metavar="PROBE",
+            rich_help_panel="Probe",
+            help="Probe of the paired sweep: kv-retrieval, padding-completion or prompts:FILE.jsonl.",
+        ),
+    ),
+    "out": (
+        str,
+        typer.Option(
+            None,
+            metavar="DIR",
+            rich_help_panel="Ablation",
+            help="Directory for ablation.json (default: print only); a sweep run dir puts the section into its report.",
+        ),
+    ),
+    "mode": (
+        str,
+        typer.Option(
+            "zero",
+            metavar="MODE",
+            rich_help_panel="Ablation",
+            help="How a head is removed: zero; mean (its mean over every token of the unablated sweep); resample "
+            "(its output on another content at the same offset; needs prompts of one length per offset).",
+        ),
+    ),
+    "layers": (
+        str,
+        typer.Option(
+            None, metavar="LAYERS", rich_help_panel="Ablation", help="Layers to ablate, e.g. 0,1 (default: all)."
+        ),
+    ),
+    "component": (
+        str,
+        typer.Option(
+            "head",
+            metavar="WHAT",
+            rich_help_panel="Ablation",
+            help="What is removed: head (a query head's output) or kv-entries (a KV head's compressed entries).",
+        ),
+    ),
+    "top_k": (
+        int,
+        typer.Option(
+            1,
+            min=1,
+            metavar="K",
+            rich_help_panel="Ablation",
+            help="Heads per phase removed together in the held-out causal check.",
+        ),
+    ),
+    "offsets": (
+        str,
+        typer.Option(
+            "0:8",
+            metavar="D",
+            rich_help_panel="Geometry",
+            help="Offsets d of the paired sweep: start:stop or a comma list (two periods or more).",
+        ),
+    ),
+    "samples": (
+        int,
+        typer.Option(
+            20,
+            min=1,
+            metavar="N",
+            rich_help_panel="Probe",
+            help="Content samples, each at every offset (half choose, half test).",
+        ),
+    ),
+    "seed": (
+        int,
+        typer.Option(
+            0,
+            metavar="SEED",
+            rich_help_panel="Ablation",
+            help="Seed of the contents, the half split and the permutations.",
+        ),
+    ),
+    "permutations": (
+        int,
+        typer.Option(
+            300, min=50, metavar="N", rich_help_panel="Ablation", help="Within-content permutations per head."
+        ),
+    ),
+    "step": (
+        int,
+        typer.Option(
+            None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
+        ),
+    ),
+    "local": (
+        int,
+        typer.Option(
+            None,
+            min=0,
+            metavar="L",
+            rich_help_panel="Geometry",
+            help="Raw local window L (default: the model's config).",
+        ),
+    ),
+    "design": (
+        str,
+        typer.Option(
+            "shift-needle",
+            metavar="DESIGN",
+            rich_help_panel="Probe",
+            help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
+        ),
+    ),
+    "tokenizer": (
+        str,
+        typer.Option(
+            None,
+            metavar="DIR",
+            rich_help_panel="Model",
+            help="Tokenizer directory, for text probes on a phasescope model.",
+        ),
+    ),
+    "dtype": (
+        str,
+        typer.Option(
+            "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
+        ),
+    ),
+    "device": (
+        str,
+        typer.Option(
+            "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, mps."
+        ),
+    ),
+    "trust_remote_code": (
+        bool,
+        typer.Option(
+            False,
+            "--trust-remote-code",
+            metavar="",
+            rich_help_panel="Model",
+            help="hf: run the model directory's own Python code (only if you trust its author).",
+        ),
+    ),
+}
+
+
+@command()
+@with_options(ABLATE_OPTIONS)
+def ablate(**given) -> None:
+    """Remove each attention head in turn and rerun the same paired sweep: accuracy and log-prob change
+    per phase, a specialization index per head with a Holm-corrected p, and the held-out causal check
+    of the top-k heads per phase (docs/ablation.md)."""
+    from phasescope.inspect.ablation import ablation_matrix
+
+    result = ablation_matrix(**ablation_arguments(given), progress=True)
+    print_ablation(result)
+    if given["out"]:
+        write_section(given["out"], "ablation.json", result)
+        console.print(f"wrote {given['out']}/ablation.json")
+        report_hint(given["out"])
+
+
+def ablation_arguments(o: dict) -> dict:
+    """ablation_matrix's arguments from the command line's values (mode and layers checked here)."""
+    from phasescope.backends import BackendOptions
+    from phasescope.inspect.heads import MODES
+
+    if o["mode"] not in MODES:
+        raise InputError(f"--mode {o['mode']!r} is invalid; allowed: {' | '.join(MODES)}")
+    try:
+        layers = None if o["layers"] is None else [int(v) for v in o["layers"].split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--layers {o['layers']!r}: use layer numbers separated by commas, e.g. 0,1") from None
+    options = BackendOptions(
+        dtype=o["dtype"], device=o["device"], trust_remote_code=o["trust_remote_code"], tokenizer=o["tokenizer"]
+    )
+    same = ("samples", "mode", "seed", "top_k", "component", "step", "local", "design")
+    return {
+        "model": o["model"],
+        "probe": o["probe"],
+        "offsets": parse_offsets(o["offsets"]),
+        "layers": layers,
+        "n_permutations": o["permutations"],
+        "options": options,
+    } | {name: o[name] for name in same}
+
+
+def print_ablation(result: dict) -> None:
+    console.print(
+        "baseline accuracy by phase: "
+        + "  ".join(f"{b['phase']}:{b['accuracy']:.0%}" for b in result["baseline"] if b["accuracy"] is not None)
+    )
+    for row in result["heads"]:
+        acc = row["accuracy"]
+        p = "n/a" if acc["p_holm"] is None else f"{acc['p_holm']:.3f}"
+        index = "n/a" if acc["index"] is None else f"{acc['index']:.2f}"
+        console.print(
+            f"layer {row['layer']} {'KV head' if result.get('component') == 'kv-entries' else 'head'} {row['head']}: "
+            f"specialization index {index} "
+            f"(preferred phase {acc['preferred_phase']}), Holm p {p}" + ("  SPECIALIZED" if acc["specialized"] else ""),
+            highlight=False,
+        )
+    for c in result["causal"]:
+        heads = ", ".join(f"L{layer}H{head}" for layer, head in c["heads"])
+        ci = "" if c["ci_low"] is None else f" [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+        p = "" if c["p_value"] is None else f", p {c['p_value']:.3g} (Holm over phases {c['p_holm']:.3g})"
+        contrast = "not estimable" if c["contrast"] is None else f"{100 * c['contrast']:+.1f} pp"
+        console.print(
+            f"phase {c['phase']}: removing {heads} (chosen on {c['chosen_on']} contents) - held-out contrast "
+            f"{contrast}{ci}{p} over {c['n_contents']} other contents",
+            highlight=False,
+        )
