@@ -105,6 +105,7 @@ def test_dry_run_counts_requests_and_tokens_and_writes_nothing(served, tmp_path)
     assert plan["requests_without_logprob_token_ids"] == 48 * 4  # right + 3 distractors
     assert plan["prompt_tokens"] > 48 * plan["longest_sequence"] // 2
     assert server.requests == before and not (tmp_path / "r").exists()
+    assert plan["not_timed"] == "a dry run sends no request to a served model"  # no request spent timing it
 
 
 def test_one_request_per_item_with_logprob_token_ids_and_a_fallback_without(served):

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -113,16 +113,36 @@ def sweep(
 def sweep_spec(spec: SweepSpec, run: RunOptions, model=None, command: str | None = None, **inputs):
     """The sweep ``spec`` describes, run as ``run`` says; ``model`` (default: ``spec.model``)
     may be an in-memory model; ``inputs``: task, tokenizer, completion (see ``sweep``)."""
-    from phasescope.run.orchestrator import run_sweep
+    return run_prepared(prepare_sweep(spec, model, **inputs), spec, run, command)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A loaded model, the geometry it is measured with and the probe built for it."""
+
+    backend: object
+    probe: object
+    geometry: object
+
+
+def prepare_sweep(spec: SweepSpec, model=None, **inputs) -> Prepared:
+    """Load the model, resolve the geometry and build the probe: the slow start of a sweep, before
+    anything is scored (the command line shows a spinner over it)."""
     from phasescope.specs import Geometry
 
     backend = resolve_model(model if model is not None else spec.model, spec.backend)
     geometry = Geometry.resolve(backend.info.geometry, spec.geometry, backend.info.description or "the model")
     if geometry.local is None and backend.info.callable_only:
-        warnings.warn(_UNKNOWN_RAW_WINDOW, stacklevel=3)
+        warnings.warn(_UNKNOWN_RAW_WINDOW, stacklevel=4)
     backend = _with_remedies(backend, spec, geometry, inputs)
-    probe = _probe(spec, backend, geometry, inputs)
-    return run_sweep(backend, probe, spec, run, geometry, command or spec.command(run))
+    return Prepared(backend, _probe(spec, backend, geometry, inputs), geometry)
+
+
+def run_prepared(prepared: Prepared, spec: SweepSpec, run: RunOptions, command: str | None = None):
+    """Score the prepared sweep (``run_sweep``): resumable, with a progress bar when asked."""
+    from phasescope.run.orchestrator import run_sweep
+
+    return run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command or spec.command(run))
 
 
 _UNKNOWN_RAW_WINDOW = (

@@ -53,6 +53,7 @@ class Backend:
 
     info: ModelInfo
     plan: ScoringPlan | None = None
+    timed_in_dry_run = True  # --dry-run scores one batch to time it; False where a call costs (a server)
 
     def prepare(self, plan: ScoringPlan) -> None:
         self.plan = plan

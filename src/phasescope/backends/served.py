@@ -39,6 +39,8 @@ class FastPathUnavailable(Exception):
 
 
 class ServedModel(Backend):
+    timed_in_dry_run = False  # a dry run spends no request
+
     def __init__(self, url: str, model: str, options: BackendOptions, info: ModelInfo):
         import httpx
 

@@ -19,7 +19,8 @@ def analyze(
     same-window contrast -> metrics.json (statistics from records.jsonl alone)."""
     from phasescope.api import analyze as run
 
-    metrics = run(run_dir, n_resamples=resamples)
+    with console.status(f"analyzing {run_dir} ({resamples:,} bootstrap draws)"):
+        metrics = run(run_dir, n_resamples=resamples)
     print_metrics(metrics, title=run_dir)
     if metrics.get("records_note"):
         console.print(f"[yellow]note:[/] {metrics['records_note']}", highlight=False)
@@ -94,7 +95,8 @@ def report(
     """Figures (figures/*.png) and one self-contained report.html."""
     from phasescope.api import report as run
 
-    path = run(run_dir)
+    with console.status(f"drawing the figures and report of {run_dir}"):
+        path = run(run_dir)
     console.print(f"report: {path}")
 
 
@@ -126,7 +128,8 @@ def compare(
     from phasescope.api import compared_runs
     from phasescope.reporting.compare import rich_table, run_notes, write_compare
 
-    compared = compared_runs(runs, label)
+    with console.status(f"reading {len(runs)} runs (analyzing those whose metrics are missing or stale)"):
+        compared = compared_runs(runs, label)
     path = write_compare(compared, Path(out))
     console.print(rich_table(compared))
     for run in compared:

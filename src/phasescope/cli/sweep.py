@@ -350,11 +350,12 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
 @with_options(SWEEP_OPTIONS)
 def sweep(**given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
-    from phasescope.api import sweep_spec
+    from phasescope.api import prepare_sweep, run_prepared
 
     spec, run = sweep_specs(given)
-    result = sweep_spec(spec, run, task=None, tokenizer=None, completion=completion_prompts(given))
-    print_sweep(result, run)
+    with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
+        prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
+    print_sweep(run_prepared(prepared, spec, run), run)
 
 
 def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
@@ -388,9 +389,23 @@ def print_sweep(result, run: RunOptions) -> None:
     if result.geometry is not None:
         console.print(f"geometry: {result.geometry.describe()}", highlight=False)
     if result.plan is not None:
-        console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in result.plan.items()))
+        print_plan(result.plan)
         return
     if result.scored == 0:
         console.print(f"{run.out}: already complete ({len(result.records)} records); nothing to score")
     else:
         console.print(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
+
+
+def print_plan(plan: dict) -> None:
+    """The dry run: what scoring would cost, and how long it would take here (one batch timed)."""
+    from phasescope.reporting.text import duration
+
+    plan = dict(plan)
+    seconds, timed = plan.pop("estimated_seconds", None), plan.pop("timed_batch", None)
+    why_not = plan.pop("not_timed", None)
+    console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in plan.items()))
+    if seconds is not None:
+        console.print(f"estimated time here: about {duration(seconds)} (one batch of {timed} records timed)")
+    elif why_not is not None:
+        console.print(f"not timed: {why_not}; time one record with --samples 1 --offsets 0:1 (without --dry-run)")

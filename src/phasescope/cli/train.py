@@ -60,7 +60,8 @@ def train(
 
 
 def print_estimate(cfg) -> None:
-    from phasescope.train.estimate import duration, estimate
+    from phasescope.reporting.text import duration
+    from phasescope.train.estimate import estimate
 
     with console.status(f"building {cfg.name} and timing real training steps"):
         e = estimate(cfg)

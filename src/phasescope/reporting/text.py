@@ -120,3 +120,12 @@ def probability_line(metrics: dict) -> str | None:
     if not table:
         return None
     return f"candidate probabilities: {table['method']}" + (f"; {table['note']}" if table.get("note") else "")
+
+
+def duration(seconds: float) -> str:
+    """3 s, 4.2 min, 2.5 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

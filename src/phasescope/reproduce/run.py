@@ -298,7 +298,8 @@ def run_reproduce(
     add_preference_rhos([r for r in rows if r["recipe"] in with_preferences])
     verdicts = judge(rows, matrix)
     extended = judge_extended(rows, matrix)
-    settings = {"checkpoints": str(root), "samples": samples, "seeds": seeds}
+    shown = "phasescope/assets/reproduce (shipped)" if root == ASSETS else str(root)  # no machine's path
+    settings = {"checkpoints": shown, "samples": samples, "seeds": seeds}
     write_results(out, rows, verdicts, matrix, settings, extended)
     console.print(f"swept and analyzed in {time.perf_counter() - began:.0f} s")
     return {"rows": rows, "verdicts": verdicts, "extended": extended}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,7 +222,8 @@ def run_sweep(
     if run.dry_run:
         pairs = probe.spec().get("pairs")  # key-value probes: pairs in each prompt
         extra = {"pairs_per_prompt": pairs} if isinstance(pairs, int) else {}
-        return SweepResult(None, [], 0, extra | checks.plan(model), geometry)
+        timing = _dry_run_timing(model, checks, lambda: _chunks(stream(), batch_size))
+        return SweepResult(None, [], 0, extra | checks.plan(model) | timing, geometry)
     saved = spec_json(spec, probe, samples, geometry, batch_size, model.info.description)
     out = Path(run.out) if run.out is not None else None
     with RunLock(out):
@@ -267,6 +269,32 @@ def _chunks(groups, contents_per_chunk: int):
             chunk, count = [], 0
     if chunk:
         yield chunk
+
+
+TIMED_DRY_RUN_TOKENS = 8192  # the dry run times a batch only when prompts are at most this long
+
+
+def _dry_run_timing(model: Backend, checks: SweepChecks, chunks) -> dict:
+    """The measured estimate, or why there is none (a server's requests are not spent; a 128K
+    prompt takes minutes to score here, which is not a dry run's job)."""
+    if not model.timed_in_dry_run:
+        return {"not_timed": "a dry run sends no request to a served model"}
+    if checks.longest > TIMED_DRY_RUN_TOKENS:
+        return {"not_timed": f"prompts longer than {TIMED_DRY_RUN_TOKENS:,} tokens take long to score"}
+    return measured_seconds(model, chunks(), len(checks.keys))
+
+
+def measured_seconds(model: Backend, chunks, records: int) -> dict:
+    """The dry run's time estimate: the first batch scored twice (the first pass warms caches and
+    allocations up), the second timed and scaled to every record."""
+    batch = next((b for chunk in chunks for b in model.batches(chunk)), [])
+    if not batch:
+        return {}
+    model.score(batch)
+    start = time.perf_counter()
+    model.score(batch)
+    seconds = time.perf_counter() - start
+    return {"estimated_seconds": seconds * records / len(batch), "timed_batch": len(batch)}
 
 
 def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, progress: bool, total: int) -> int:
@@ -389,12 +417,44 @@ def _check_same_model(out: Path, model: Backend, manifest_path: Path, fix: str) 
         )
 
 
+def _rate_column():
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Records scored per second (rich's own speed column counts bytes)."""
+
+        def render(self, task) -> Text:
+            return Text("" if task.speed is None else f"{task.speed:.1f} rec/s")
+
+    return RateColumn()
+
+
 def _bar(enabled: bool, total: int, completed: int):
     if not enabled:
         return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("records"), TimeRemainingColumn())
+    bar = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("records"),
+        TaskProgressColumn(),
+        _rate_column(),
+        TimeElapsedColumn(),
+        TextColumn("elapsed,"),
+        TimeRemainingColumn(),
+        TextColumn("left"),
+    )
     bar.add_task("records", total=total, completed=completed)
     bar.start()
     return bar

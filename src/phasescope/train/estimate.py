@@ -103,12 +103,3 @@ def _rss_bytes() -> int:
 def _peak_rss_bytes() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # macOS reports bytes, Linux KiB
-
-
-def duration(seconds: float) -> str:
-    """3 s, 4.2 min, 2.5 h."""
-    if seconds < 90:
-        return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
