@@ -395,3 +395,54 @@ def test_demo_mistakes(tmp_path, monkeypatch):
 def test_garbage_json_errors_name_the_file(swept):
     (swept / "spec.json").write_text("{oops")
     refused(cli("analyze", str(swept)), str(swept / "spec.json"), "not valid JSON")
+
+
+@pytest.mark.parametrize(
+    ("args", "phrases"),
+    [
+        (["--out", ""], ["--out '' is not a run directory"]),
+        (["--samples", "99999999999999999999"], ["--samples 99999999999999999999 is invalid; allowed: 1 to 100,000"]),
+        (["--samples", "abc"], ["Invalid value for '--samples'", "(see `phasescope sweep --help`)"]),
+        (["--step", "0"], ["Invalid value for '--step'"]),
+        (["--kv-gaps", "0,1000"], ["--kv-gaps 0,1000: a gap of 1000 tokens", "use gaps of at most"]),
+    ],
+    ids=["empty-out", "huge-samples", "samples-abc", "step-0", "huge-kv-gap"],
+)
+def test_sweep_input_mistakes_are_one_line_errors_that_name_the_option(tmp_path, model_dir, monkeypatch, args, phrases):
+    """Second pass of the fault matrix (issue #22): each case an `error:` line naming the option, nothing
+    written (an empty --out used to write the run into the current directory; huge --samples hung)."""
+    monkeypatch.chdir(tmp_path)
+    out = ["--out", str(tmp_path / "run")] if "--out" not in args else []
+    result = cli("sweep", "--model", str(model_dir), *out, *args)
+    refused(result, *phrases)
+    assert "╭" not in result.output and not (tmp_path / "run").exists() and not (tmp_path / "records.jsonl").exists()
+
+
+def test_savings_bounds_its_token_count():
+    refused(cli("savings", "--tokens", "99999999999999999999"), "Invalid value for '--tokens'")
+
+
+def test_messages_name_the_real_cause(tmp_path, swept, model_dir):
+    """A resume with another --batch-size shows both values; prompts:DIR says it is a directory;
+    preferences --run on a missing directory says so before the model runs (it used to say
+    "run analyze first")."""
+    refused(
+        cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST, "--batch-size", "3"),
+        "batch_size: 16 in the run, 3 now",
+        "its command is in manifest.json",
+    )
+    refused(
+        cli(
+            "sweep",
+            "--model",
+            str(model_dir),
+            "--out",
+            str(tmp_path / "p"),
+            "--probe",
+            f"prompts:{tmp_path}",
+            "--tokenizer",
+            "deepseek-v4",
+        ),
+        "is a directory; pass --probe prompts:FILE.jsonl",
+    )
+    refused(cli("preferences", "--model", str(model_dir), "--run", str(tmp_path / "missing")), "does not exist")

@@ -95,6 +95,9 @@ def test_a_sweep_with_post_hoc_compression_records_its_geometry(tmp_path):
     assert len(result.records) == 48 and phasescope.analyze(tmp_path / "run", n_resamples=100)["step"] == 4
     spec = (tmp_path / "run" / "spec.json").read_text()
     assert '"local": 16' in spec and "--compress mean:s=4,w=4,L=16" in spec
-    with pytest.raises(InputError, match=r"different sweep \(differs in \['sweep\.backend\.compress'"):  # not a resume
+    with pytest.raises(
+        InputError,
+        match=r'different sweep \(sweep\.backend\.compress: "mean:s=4,w=4,L=16" in the run, "mean:s=4,w=4,L=32" now',
+    ):  # not a resume
         other = BackendOptions(compress="mean:s=4,w=4,L=32")
         phasescope.sweep(f"hf:{model}", samples=2, out=tmp_path / "run", options=other, local=16)

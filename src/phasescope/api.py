@@ -105,7 +105,7 @@ def sweep(
         remedies=Remedies(phase_ensemble, ensemble_pad_id),
         backend=options or BackendOptions(),
     )
-    run = RunOptions(Path(out) if out is not None else None, batch_size, progress, dry_run, prefix_reuse)
+    run = RunOptions(out, batch_size, progress, dry_run, prefix_reuse)
     inputs = {"task": task, "tokenizer": tokenizer, "completion": completion}
     return sweep_spec(spec, run, model=model, command=command, **inputs)
 

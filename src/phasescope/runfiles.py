@@ -65,3 +65,15 @@ def differing_keys(saved: dict, current: dict, ignore: tuple[str, ...] = ()) -> 
         else:
             out.append(key)
     return out
+
+
+def differences(saved: dict, current: dict, keys: list[str], limit: int = 4) -> str:
+    """ "batch_size: 16 in the run, 3 now; ..." for the dotted ``keys`` of ``differing_keys``."""
+
+    def value(data: dict, dotted: str):
+        for part in dotted.split("."):
+            data = data.get(part) if isinstance(data, dict) else None
+        return json.dumps(data)
+
+    shown = [f"{key}: {value(saved, key)} in the run, {value(current, key)} now" for key in keys[:limit]]
+    return "; ".join(shown) + (f"; and {len(keys) - limit} more" if len(keys) > limit else "")

@@ -23,6 +23,7 @@ from phasescope.errors import InputError
 SCHEMA = 2  # spec.json's layout; run directories of schema 1 (no "schema" key) still resume
 DTYPES = ("float32", "bfloat16", "float16")
 DESIGNS = ("shift-needle", "pad-prefix")
+MAX_SAMPLES = 100_000  # contents per sweep; more would take days to check and score, and hung silently
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,11 @@ class SweepSpec:
     def __post_init__(self) -> None:
         if not self.offsets or min(self.offsets) < 0:
             raise InputError(f"offsets must be a non-empty list of integers >= 0; got {list(self.offsets)}")
-        if self.samples is not None and self.samples < 1:
-            raise InputError(f"samples={self.samples} is invalid; allowed: >= 1")
+        if self.samples is not None and not 1 <= self.samples <= MAX_SAMPLES:
+            raise InputError(
+                f"--samples {self.samples} is invalid; allowed: 1 to {MAX_SAMPLES:,} contents (each is scored at every "
+                "offset; split a larger study into several runs)"
+            )
         if self.seed < 0:
             raise InputError(f"--seed {self.seed} is invalid; allowed: an integer >= 0")
 
@@ -190,8 +194,13 @@ class RunOptions:
     prefix_reuse: bool = True
 
     def __post_init__(self) -> None:
-        if self.out is not None and str(self.out).strip() == "":
-            raise InputError("--out '' is not a directory; pass the run directory to write, e.g. --out runs/sweep")
+        # checked on the text: Path("") is ".", the current directory, where records must never land by accident
+        if self.out is not None and str(self.out).strip() in ("", "."):
+            raise InputError(
+                f"--out {str(self.out)!r} is not a run directory; pass the directory to write, e.g. --out runs/sweep"
+            )
+        if self.out is not None and not isinstance(self.out, Path):
+            object.__setattr__(self, "out", Path(self.out))
         if self.batch_size is not None and self.batch_size < 1:
             raise InputError(f"--batch-size {self.batch_size} is invalid; allowed: >= 1")
 

@@ -224,6 +224,12 @@ def print_ablation(result: dict) -> None:
             f"(preferred phase {acc['preferred_phase']}), Holm p {p}" + ("  SPECIALIZED" if acc["specialized"] else ""),
             highlight=False,
         )
+    if not result["causal"]:
+        console.print(
+            f"held-out causal check: not run -- it chooses heads on half of the contents and tests them on the other "
+            f"half, each needs 2 or more ({result.get('samples', 'too few')} contents given; raise --samples)",
+            highlight=False,
+        )
     for c in result["causal"]:
         heads = ", ".join(f"L{layer}H{head}" for layer, head in c["heads"])
         ci = "" if c["ci_low"] is None else f" [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"

@@ -9,6 +9,8 @@ import warnings
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from typer import rich_utils
 
 from phasescope.errors import InputError
 
@@ -55,6 +57,20 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         console.print(f"[yellow]warning:[/] {message}", highlight=False)
     else:
         _LIBRARY_WARNING(message, category, filename, lineno, file, line)
+
+
+def _one_line_parser_error(err) -> None:
+    """Parser errors (a bad option value, a missing option) as the one ``error: ...`` line every other
+    error gets, with where to look, instead of typer's multi-line box."""
+    if err.__class__.__name__ == "NoArgsIsHelpError":  # `phasescope` alone: the help was shown
+        return
+    ctx = getattr(err, "ctx", None)
+    command = " ".join(["phasescope", *ctx.command_path.split()[1:]]) if ctx is not None else "phasescope"
+    where = f" (see `{command} --help`)"
+    console.print(f"[bold red]error:[/] {escape(err.format_message())}{where}", highlight=False)
+
+
+rich_utils.rich_format_error = _one_line_parser_error  # typer calls it for every click usage error
 
 
 def fail(message: str) -> None:

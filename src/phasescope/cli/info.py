@@ -52,7 +52,7 @@ def schemes() -> None:
 def savings(
     scheme: str = typer.Option("v4-csa", help="Named compression scheme used in every layer (see `schemes`)."),
     preset: str = typer.Option("qwen3-0.6b", help="Model preset: qwen3-0.6b, small or tiny."),
-    tokens: int = typer.Option(131072, min=1, help="Context length in tokens."),
+    tokens: int = typer.Option(131072, min=1, max=2**40, help="Context length in tokens (up to 2^40)."),
     local: int = typer.Option(None, min=0, help="Override the scheme's raw local window L."),
     vocab_size: int = typer.Option(151936, min=2, help="Vocabulary size (does not change the cache)."),
     bytes_per_value: int = typer.Option(2, min=1, help="Bytes per cached number (2 = bf16, 4 = fp32)."),

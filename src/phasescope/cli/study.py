@@ -107,7 +107,9 @@ def preferences(
         help="Directory for preferences.json and preferences.png (default: print only); a sweep run dir puts "
         "them in its report.html (phasescope report RUN).",
     ),
-    run: str = typer.Option(None, "--run", help="A sweep run dir with metrics.json: compare per-phase accuracy."),
+    run: str = typer.Option(
+        None, "--run", help="A sweep run directory: compare its per-phase accuracy (analyzed first if needed)."
+    ),
     rows: int = typer.Option(64, min=1, help="Rows of the model's own task to run."),
     seed: int = typer.Option(0, help="Seed of the task rows and the bootstrap."),
 ) -> None:
@@ -120,8 +122,10 @@ def preferences(
         model_preferences,
         task_rows,
     )
-    from phasescope.runfiles import read_json
+    from phasescope.results import check_sweep_run_dir, current_metrics
 
+    if run:
+        check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
     prefs = model_preferences(load_for_preferences(model), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
         raise InputError(f"{model} has no compressed layer: no position preferences to report")
@@ -132,7 +136,7 @@ def preferences(
         console.print(line, highlight=False, soft_wrap=True)
     comparison = None
     if run:
-        metrics = read_json(Path(run) / "metrics.json", "metrics", f"run `phasescope analyze {run}` first")
+        metrics = current_metrics(run)  # analyzed first when metrics.json is missing or stale
         comparison = compare_with_run(prefs, metrics)
         prefs["run_comparison"] = comparison
         rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"

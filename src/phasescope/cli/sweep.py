@@ -3,8 +3,6 @@ the typed sweep built from them (``sweep_specs``), and what it prints."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from phasescope.cli.app import command, console, fail, with_options
@@ -373,7 +371,7 @@ def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
     offsets = tuple(parse_offsets(o["offsets"]))
     remedies = Remedies(o["phase_ensemble"], o["ensemble_pad_id"])
     spec = SweepSpec(o["model"], probe, geometry, offsets, o["samples"], o["seed"], remedies, backend)
-    return spec, RunOptions(Path(o["out"]), o["batch_size"], o["progress"], o["dry_run"], o["prefix_reuse"])
+    return spec, RunOptions(o["out"], o["batch_size"], o["progress"], o["dry_run"], o["prefix_reuse"])
 
 
 def completion_prompts(o: dict):

@@ -102,6 +102,12 @@ class KVRetrievalProbe(Probe):
             answer - t.pair_len - self.min_gap - moves,  # beyond the model's raw window + one window
         )
         first = 1 + max(self.params.kv_gaps)  # room for the key to move back in gapped variants
+        if last < first and last >= 1 + min(self.params.kv_gaps):
+            raise ProbeError(
+                f"--kv-gaps {','.join(map(str, self.params.kv_gaps))}: a gap of {max(self.params.kv_gaps)} tokens "
+                f"between the needle's key and value does not fit in prompts of {answer} tokens (the offsets alone "
+                f"would); use gaps of at most {max(0, last - 1)} tokens"
+            )
         if last < first:
             raise ProbeError(
                 f"offsets up to {span} do not fit: the needle must end more than {t.min_distance} tokens (the "

@@ -47,6 +47,8 @@ FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order, each with
 def read_prompts(path: str | Path) -> list[dict]:
     """The file's lines as {"prompt", "candidates": {name: text}, "target": name, "exact": bool}."""
     path = Path(path)
+    if path.is_dir():
+        raise ProbeError(f"prompts:{path} is a directory; pass --probe prompts:FILE.jsonl, a JSON-lines file")
     if not path.is_file():
         raise ProbeError(f"prompts file {path} does not exist; pass --probe prompts:FILE.jsonl with a JSON-lines file")
     try:

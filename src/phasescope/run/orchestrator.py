@@ -18,6 +18,7 @@ import json
 import platform
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from phasescope.backends.base import Backend, ScoringPlan, item_key
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement, judge
 from phasescope.recordfile import read_records, record_key
 from phasescope.run.generation import grade_records
-from phasescope.runfiles import atomic_write_text, differing_keys, read_json
+from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
 # what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
@@ -213,8 +214,10 @@ def run_sweep(
         return probe.stream(offsets, samples, np.random.default_rng(spec.seed))
 
     checks = SweepChecks(geometry, model.info.vocab_size, model.info.max_len)
-    for group in stream():
-        checks.add(group)
+    with _checking(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
+        for group in stream():
+            checks.add(group)
+            advance()
     checks.finish()
     batch_size = run.batch_size or default_batch_size(checks.longest)
     plan = ScoringPlan(geometry.step, geometry.align, batch_size, run.prefix_reuse, checks.single, checks.longest)
@@ -371,9 +374,13 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
         saved = read_json(spec_path, "sweep spec", fix)
         # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
         ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
-        diff = differing_keys(_without_model(saved), _without_model(spec), ignore=ignore)
+        before, now = _without_model(saved), _without_model(spec)
+        diff = differing_keys(before, now, ignore=ignore)
         if diff:
-            raise ProbeError(f"{out} holds a different sweep (differs in {diff}); use another --out")
+            raise ProbeError(
+                f"{out} holds a different sweep ({differences(before, now, diff)}): rerun with the run's values "
+                "(its command is in manifest.json) to resume it, or use another --out"
+            )
         _check_same_model(out, model, manifest_path, fix)
     elif (out / "records.jsonl").exists():
         raise ProbeError(f"{out} holds records.jsonl but no spec.json: not a sweep this version can resume; {fix}")
@@ -415,6 +422,22 @@ def _check_same_model(out: Path, model: Backend, manifest_path: Path, fix: str) 
             f"{out} was swept with another model (weights fingerprint {saved}, now {model.info.fingerprint}): resuming "
             f"would mix two models' records; {fix}"
         )
+
+
+@contextmanager
+def _checking(enabled: bool, contents: int):
+    """A transient bar over the first pass (every content built and checked before scoring)."""
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("building and checking contents"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("contents", total=contents)
+        yield lambda: bar.advance(task)
 
 
 def _rate_column():

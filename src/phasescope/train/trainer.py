@@ -25,7 +25,7 @@ from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import InputError
-from phasescope.runfiles import atomic_write_text, differing_keys, read_json
+from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json
 from phasescope.train.checkpoint import (
     CheckpointError,
     latest_checkpoint,
@@ -166,7 +166,7 @@ def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
     diff = differing_keys(saved, current, ignore=("threads",))
     if diff:
         raise CheckpointError(
-            f"--resume with a config that differs from the checkpoint's in {diff}; "
+            f"--resume with a config that differs from the checkpoint's ({differences(saved, current, diff)}); "
             f"use the same recipe and --set values, or a new --out directory"
         )
 
