@@ -171,3 +171,13 @@ def test_random_align_changes_training_but_not_the_evaluated_model(tmp_path):
 def test_config_refuses_what_the_architecture_cannot_do(recipe, edit, message):
     with pytest.raises(InputError, match=message):
         apply_overrides(get_recipe(recipe), [edit])
+
+
+def test_a_compressed_source_for_a_full_attention_warm_start_is_named_and_nothing_is_written(tmp_path):
+    """tiny-s4 from tiny-s4's own weights with its 600-step warm start: the warm start's model has
+    no compressor, which the message says (it used to say "a different architecture"), and the
+    refusal leaves no train_config.json behind (a retry then said "pass --resume")."""
+    cfg = apply_overrides(get_recipe("tiny-s4"), [f"init_from={DEMO / 'tiny-s4'}", "steps=700"])
+    with pytest.raises(InputError, match="this run starts with full-attention warm-start steps.*warm_start_steps=0"):
+        train(cfg, tmp_path / "run", progress=False, stop_at=1)
+    assert not (tmp_path / "run").exists()

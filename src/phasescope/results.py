@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from phasescope.reporting.compare import ComparedRun
 
 
+MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000
+
+
 def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
     """Statistics from ``records.jsonl`` alone; writes ``metrics.json`` (with the digest of the
     records it describes, so a report can tell when they changed)."""
@@ -26,6 +29,8 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"{run_dir} is not a run directory (pass the --out directory of `phasescope sweep`)")
+    if not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:  # 1e8 draws ran for hours, silently
+        raise InputError(f"n_resamples={n_resamples} is invalid; allowed: {MIN_RESAMPLES} to {MAX_RESAMPLES:,}")
     path = run_dir / "records.jsonl"
     found = read_records(path)
     if not found.records:

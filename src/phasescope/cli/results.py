@@ -13,7 +13,9 @@ from phasescope.cli.app import command, console
 @command()
 def analyze(
     run_dir: str = typer.Argument(..., help="Run directory holding records.jsonl."),
-    resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples and permutations."),
+    resamples: int = typer.Option(
+        2000, min=100, max=100_000, help="Bootstrap resamples and permutations (100 to 100,000)."
+    ),
 ) -> None:
     """Per-phase accuracy (raw and drift-adjusted), gap with interval and p-value, period, phase dependence,
     same-window contrast -> metrics.json (statistics from records.jsonl alone)."""

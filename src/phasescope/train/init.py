@@ -112,9 +112,10 @@ def init_hf_weights(model: torch.nn.Module, source: Path) -> dict:
     return {"path": str(source.resolve()), "sha256": digest, "kv_heads_widened": 1, "kept_init": []}
 
 
-def init_weights(model: torch.nn.Module, source: Path) -> dict:
+def init_weights(model: torch.nn.Module, source: Path, warm_start: bool = False) -> dict:
     """Copy ``source``'s weights into ``model`` (widening KV heads, see the module doc);
-    returns provenance (path, sha256 of the weights, parameters left at their init)."""
+    returns provenance (path, sha256 of the weights, parameters left at their init).
+    ``warm_start``: ``model`` is the full-attention model of a run's warm start (no compressor)."""
     from safetensors.torch import load_file
 
     if hasattr(model, "hf"):  # transformers' DeepseekV4 (train.models.HFCausalLM)
@@ -129,6 +130,12 @@ def init_weights(model: torch.nn.Module, source: Path) -> dict:
         ) from None
     target = model.state_dict()
     unexpected = sorted(set(weights) - set(target))
+    if unexpected and warm_start and any(".pooler." in n or "compressor" in n for n in unexpected):
+        raise InputError(
+            f"init_from {source}: it is a compressed model, but this run starts with full-attention warm-start "
+            f"steps, whose model has no compressor ({unexpected[0]} has no place); start compressed with "
+            "--set warm_start_steps=0, or start from a full-attention model"
+        )
     if unexpected:
         raise InputError(
             f"init_from {source}: its weights {unexpected[:4]} have no place in this model (a different "

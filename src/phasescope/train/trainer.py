@@ -231,18 +231,19 @@ def train(
         say(_resume_note(out, cfg, checkpoint, start))
     if stop_at is not None and stop_at <= start:
         raise InputError(f"--stop-after {stop_at}: the run is already at step {start}; it counts steps in total")
+    model = build_model(cfg, compressed=compressed, seed=cfg.seed)
+    optimizer = make_optimizer(cfg, model)
+    record = None
+    if checkpoint is None and init_source is not None:  # before anything is written: a refusal leaves nothing
+        record = init_weights(model, init_source, warm_start=not compressed)
     out.mkdir(parents=True, exist_ok=True)
     if ddp.main:
         atomic_write_text(out / "train_config.json", cfg.to_json())
     logger = Logger(out / "log.jsonl", ddp.main)
-    model = build_model(cfg, compressed=compressed, seed=cfg.seed)
-    optimizer = make_optimizer(cfg, model)
     if checkpoint is not None:
         load_checkpoint(checkpoint, model, optimizer)
-    elif init_source is not None:
-        record = init_weights(model, init_source)
-        if ddp.main:
-            write_init_record(out, record)
+    elif record is not None and ddp.main:
+        write_init_record(out, record)
     logger.truncate_from(start)
     wrapped = _wrap(model, ddp)
 
