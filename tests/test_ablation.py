@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from phasescope.analysis.heads import head_statistics, holm
 from phasescope.errors import InputError
-from phasescope.inspect.ablation import ablation_matrix, head_statistics, holm
+from phasescope.inspect.ablation import ablation_matrix
 from phasescope.inspect.heads import ablate_heads, head_sites, record_means
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
@@ -304,7 +305,7 @@ def test_a_drift_over_offsets_is_not_read_as_phase_specialization():
     """A head whose removal hurts far needles more (a linear drift over offsets, no phase effect):
     without removing the drift the late phases look preferred (37.5% false positives measured);
     with it the rate stays near alpha (6-7% in 800 simulations, 100 here)."""
-    from phasescope.inspect.ablation import specialization
+    from phasescope.analysis.heads import specialization
 
     rng = np.random.default_rng(3)
     n, hits = 10, 0

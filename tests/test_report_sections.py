@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import phasescope
-from phasescope.inspect.ablation import head_statistics
+from phasescope.analysis.heads import head_statistics
 from phasescope.theory.run import run_theory
 from test_sweep import TASK, planted_model
 

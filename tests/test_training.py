@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from phasescope.train.checkpoint import CheckpointError
+from phasescope.errors import CheckpointError
 from phasescope.train.config import apply_overrides
 from phasescope.train.recipes import RECIPES, get_recipe
 from phasescope.train.trainer import train

@@ -10,3 +10,7 @@ from __future__ import annotations
 
 class InputError(ValueError):
     """Bad input: the message names the file / option / field, what was expected and the fix."""
+
+
+class CheckpointError(InputError):
+    """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""

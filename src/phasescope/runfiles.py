@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
-from phasescope.errors import InputError
+from phasescope.errors import CheckpointError, InputError
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -77,3 +78,15 @@ def differences(saved: dict, current: dict, keys: list[str], limit: int = 4) -> 
 
     shown = [f"{key}: {value(saved, key)} in the run, {value(current, key)} now" for key in keys[:limit]]
     return "; ".join(shown) + (f"; and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    """The newest complete checkpoint of a training run (``checkpoints/LATEST`` names it), or None."""
+    marker = out / "checkpoints" / "LATEST"
+    if not marker.exists():
+        return None
+    name = marker.read_text().strip()
+    path = out / "checkpoints" / name
+    if not re.fullmatch(r"step-\d+", name) or not path.is_dir():
+        raise CheckpointError(f"{marker} points to {path.name}, which does not exist; delete {marker} to restart")
+    return path

@@ -15,7 +15,7 @@ from phasescope.errors import InputError
 from phasescope.kv.cache import KVCache
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
-from phasescope.runfiles import read_json
+from phasescope.runfiles import latest_checkpoint, read_json
 from phasescope.specs import ModelGeometry
 
 PREFIX = ""  # a bare path
@@ -105,10 +105,9 @@ def load_native(path: str | Path, options: BackendOptions | None = None) -> Logi
 
 def unfinished_run(path: Path) -> Path:
     """A training run without its final model is swept at its latest checkpoint (said, once)."""
-    latest = path / "checkpoints" / "LATEST"
-    if (path / "model_config.json").exists() or not latest.exists():
+    checkpoint = None if (path / "model_config.json").exists() else latest_checkpoint(path)
+    if checkpoint is None:
         return path
-    checkpoint = path / "checkpoints" / latest.read_text().strip()
     if not (checkpoint / "model_config.json").exists():
         raise InputError(
             f"{path} is an unfinished training run whose latest checkpoint ({checkpoint.name}) carries no "

@@ -123,8 +123,9 @@ def preferences(
         task_rows,
     )
     from phasescope.results import check_sweep_run_dir, current_metrics
+    from phasescope.runfiles import read_json
 
-    if run:
+    if run and not (Path(run) / "metrics.json").is_file():
         check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
     prefs = model_preferences(load_for_preferences(model), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
@@ -136,7 +137,10 @@ def preferences(
         console.print(line, highlight=False, soft_wrap=True)
     comparison = None
     if run:
-        metrics = current_metrics(run)  # analyzed first when metrics.json is missing or stale
+        if (Path(run) / "records.jsonl").exists():
+            metrics = current_metrics(run)  # analyzed first when metrics.json is missing or stale
+        else:  # a metrics.json without its records (copied from elsewhere): read as it is
+            metrics = read_json(Path(run) / "metrics.json", "metrics")
         comparison = compare_with_run(prefs, metrics)
         prefs["run_comparison"] = comparison
         rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"

@@ -54,7 +54,7 @@ def _config(seed: int, edits: tuple[str, ...] = ()):
 
 
 def _train_until(cfg, run: Path, steps: int) -> None:
-    from phasescope.train.checkpoint import latest_checkpoint
+    from phasescope.runfiles import latest_checkpoint
     from phasescope.train.trainer import train
 
     latest = latest_checkpoint(run) if (run / "checkpoints").exists() else None

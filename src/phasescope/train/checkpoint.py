@@ -25,12 +25,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
-from phasescope.errors import InputError
+from phasescope.errors import CheckpointError
 from phasescope.runfiles import atomic_write_text
-
-
-class CheckpointError(InputError):
-    """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""
 
 
 def save_checkpoint(
@@ -63,17 +59,6 @@ def save_checkpoint(
         if old.name != final.name:
             shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def latest_checkpoint(out: Path) -> Path | None:
-    marker = out / "checkpoints" / "LATEST"
-    if not marker.exists():
-        return None
-    name = marker.read_text().strip()
-    path = out / "checkpoints" / name
-    if not re.fullmatch(r"step-\d+", name) or not path.is_dir():
-        raise CheckpointError(f"{marker} points to {path.name}, which does not exist; delete {marker} to restart")
-    return path
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:

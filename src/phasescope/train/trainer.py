@@ -24,14 +24,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
-from phasescope.errors import InputError
-from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json
-from phasescope.train.checkpoint import (
-    CheckpointError,
-    latest_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
-)
+from phasescope.errors import CheckpointError, InputError
+from phasescope.runfiles import atomic_write_text, differences, differing_keys, latest_checkpoint, read_json
+from phasescope.train.checkpoint import load_checkpoint, save_checkpoint
 from phasescope.train.config import TrainConfig
 from phasescope.train.init import aligned, init_weights, random_alignment, resolve_init, write_init_record
 from phasescope.train.models import build_model, hf_deepseek_v4_config, model_config_of
