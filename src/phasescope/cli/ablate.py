@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from phasescope.cli.app import command, console, with_options
+from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
 from phasescope.cli.results import report_hint
 from phasescope.cli.sweep import parse_offsets
 from phasescope.errors import InputError
@@ -109,12 +110,7 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             300, min=50, metavar="N", rich_help_panel="Ablation", help="Within-content permutations per head."
         ),
     ),
-    "step": (
-        int,
-        typer.Option(
-            None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
-        ),
-    ),
+    "step": STEP,
     "local": (
         int,
         typer.Option(
@@ -125,15 +121,7 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             help="Raw local window L (default: the model's config).",
         ),
     ),
-    "design": (
-        str,
-        typer.Option(
-            "shift-needle",
-            metavar="DESIGN",
-            rich_help_panel="Probe",
-            help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
-        ),
-    ),
+    "design": DESIGN,
     "tokenizer": (
         str,
         typer.Option(
@@ -143,28 +131,9 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             help="Tokenizer directory, for text probes on a phasescope model.",
         ),
     ),
-    "dtype": (
-        str,
-        typer.Option(
-            "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
-        ),
-    ),
-    "device": (
-        str,
-        typer.Option(
-            "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, mps."
-        ),
-    ),
-    "trust_remote_code": (
-        bool,
-        typer.Option(
-            False,
-            "--trust-remote-code",
-            metavar="",
-            rich_help_panel="Model",
-            help="hf: run the model directory's own Python code (only if you trust its author).",
-        ),
-    ),
+    "dtype": DTYPE,
+    "device": DEVICE,
+    "trust_remote_code": TRUST_REMOTE_CODE,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from phasescope.cli.app import command, console, fail, with_options
+from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
 from phasescope.specs import BackendOptions, GeometryOverrides, ProbeSpec, Remedies, RunOptions, SweepSpec
 
 
@@ -43,28 +44,9 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "transformers causal LM); all specs: `phasescope backends`.",
         ),
     ),
-    "dtype": (
-        str,
-        typer.Option(
-            "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
-        ),
-    ),
-    "device": (
-        str,
-        typer.Option(
-            "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, cuda:1, mps."
-        ),
-    ),
-    "trust_remote_code": (
-        bool,
-        typer.Option(
-            False,
-            "--trust-remote-code",
-            metavar="",
-            rich_help_panel="Model",
-            help="hf: run the model directory's own Python code (only if you trust its author).",
-        ),
-    ),
+    "dtype": DTYPE,
+    "device": DEVICE,
+    "trust_remote_code": TRUST_REMOTE_CODE,
     "tokenizer": (
         str,
         typer.Option(
@@ -120,15 +102,7 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "--probe-file, every prompt of the file (default) or the first N.",
         ),
     ),
-    "design": (
-        str,
-        typer.Option(
-            "shift-needle",
-            metavar="DESIGN",
-            rich_help_panel="Probe",
-            help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
-        ),
-    ),
+    "design": DESIGN,
     "seed": (int, typer.Option(0, metavar="SEED", rich_help_panel="Probe", help="Seed of the probe's content.")),
     "probe_file": (
         str,
@@ -202,12 +176,7 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "tasks (datasets from local files: dataset_path json, data_files).",
         ),
     ),
-    "step": (
-        int,
-        typer.Option(
-            None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
-        ),
-    ),
+    "step": STEP,
     "align": (
         int,
         typer.Option(
