@@ -80,18 +80,11 @@ def sweep(
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
     ``model``: a spec string (``runs/s4``, ``hf:DIR``, ``openai:URL#MODEL``), a ``Decoder``, a
-    transformers model or any callable ``input_ids [B,T] -> logits [B,T,V]``. ``step``, ``align``,
-    ``window``, ``local`` (the raw window L): the model's own geometry by default; a value that
-    contradicts it is refused, and a model that is not compressed needs ``step`` (phase labels
-    only). ``samples``: content samples (default 50; padding-completion / prompts: all given).
-    ``design``, ``depth``, ``kv_gaps``, ``context_tokens``, ``pair_format``, ``filler``,
-    ``chat_template``: the probe's options (docs/sweeps.md). ``task`` (a RetrievalTask),
-    ``tokenizer``, ``completion`` (CompletionSpec or a list): what the probe is built from when
-    the model does not bring it. ``options``: how to load a spec (dtype, device, tokenizer, ...).
-    ``phase_ensemble``: score every prompt at ``step`` pad lengths and average (run.ensemble).
-    ``dry_run``: build and check every item and return the plan; nothing is scored or written.
-    ``probe="lm-eval:TASK[,TASK...]"``: lm-evaluation-harness tasks (probes.lm_eval_tasks);
-    ``include_path``: a directory of local lm-eval task YAML files.
+    transformers model or any callable ``input_ids [B,T] -> logits [B,T,V]``. Every keyword is the
+    `phasescope sweep` option of the same name (``phasescope sweep --help``, docs/sweeps.md);
+    ``task`` (a RetrievalTask), ``tokenizer`` and ``completion`` (CompletionSpec or a list) are
+    what the probe is built from when the model does not bring them; ``options`` how a spec loads
+    (``BackendOptions``); ``dry_run`` returns the plan and writes nothing.
     """
     probe_spec = ProbeSpec(probe, design, depth, tuple(kv_gaps), context_tokens, pair_format, filler, chat_template)
     probe_spec = replace(probe_spec, include_path=str(include_path)) if include_path else probe_spec  # lm-eval:
