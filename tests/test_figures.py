@@ -60,7 +60,13 @@ def hand_metrics(acc=GAP_9PP, worst=0, verdict=True, log_score="margin", explain
         },
     }
     if verdict:
-        m["verdict"] = {"worst_phase": worst, "phase_basis": "drift-adjusted", "outcome": "accuracy"}
+        m["verdict"] = {
+            "kind": "effect",
+            "p_value": 0.001,
+            "worst_phase": worst,
+            "phase_basis": "drift-adjusted",
+            "outcome": "accuracy",
+        }
     if log_score:
         means = [-1.0 + 2 * (a - mean) for a in acc] if log_score == "logprob" else [1.0 + a - mean for a in acc]
         rows = [{"phase": p, "n_contents": 40, "mean": v, "ci": [v - 0.1, v + 0.1]} for p, v in enumerate(means)]
@@ -170,6 +176,17 @@ def test_no_phase_is_red_when_every_phase_is_equal(drawn, tmp_path):
     figures.phase_accuracy(hand_metrics(acc=(1.0,) * 4, verdict=False), tmp_path / "phase_accuracy.png")
     bars = bars_by_phase(drawn[0].axes[0])
     assert all(bar.get_facecolor() == to_rgba(OTHER, 0.6) for bar in bars.values())
+
+
+def test_no_phase_is_red_when_the_verdict_found_no_effect(drawn, tmp_path):
+    """The tables' rule: a run without a detected effect (here a ceiling run whose margin shows
+    none) has a lowest phase, not a worst one."""
+    metrics = hand_metrics()
+    metrics["verdict"] |= {"kind": "ceiling", "p_value": 0.68, "outcome": "margin"}
+    figures.phase_accuracy(metrics, tmp_path / "phase_accuracy.png")
+    figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
+    for fig in drawn:
+        assert all(bar.get_facecolor() == to_rgba(OTHER, 0.6) for bar in bars_by_phase(fig.axes[0]).values())
 
 
 def test_offsets_take_the_colours_of_their_phases(drawn, tmp_path):

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from phasescope.reporting.text import gap_title  # noqa: E402
+from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
 
 WORST = "tab:red"
 OTHER = "tab:blue"
@@ -49,10 +49,11 @@ NEUTRAL = "tab:gray"
 
 def worst_phase(metrics: dict) -> tuple[int | None, str]:
     """The phase drawn ``WORST`` and what it is worst in (for the legend)."""
-    verdict = metrics.get("verdict") or {}
-    if verdict.get("worst_phase") is not None:
+    verdict = metrics.get("verdict")
+    if verdict:  # the verdict's rule, as in the tables: a null run has a lowest phase, not a worst one
+        worst = detected_worst(metrics)
         basis = f"{verdict.get('phase_basis') or ''} {verdict.get('outcome') or 'accuracy'}".strip()
-        return verdict["worst_phase"], basis
+        return (worst, basis) if worst is not None else (None, "")
     for key, basis in (("adjusted_accuracy", "drift-adjusted accuracy"), ("accuracy", "raw accuracy")):
         values = {r["phase"]: r[key] for r in metrics["phases"] if r.get(key) is not None}
         if len(set(values.values())) > 1:  # all equal: no phase is worse than another
