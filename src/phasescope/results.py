@@ -103,9 +103,8 @@ def current_metrics(run_dir: str | Path) -> dict:
         except InputError:
             current = None  # recomputed below from the records
     records = run_dir / "records.jsonl"
-    if current is None or not records.exists() or current.get("records_sha256") != records_digest(records):
-        return analyze(run_dir)
-    if current.get("schema") != METRICS_SCHEMA:
+    stale = current is None or not records.exists() or current.get("records_sha256") != records_digest(records)
+    if stale or current.get("schema") != METRICS_SCHEMA:
         return analyze(run_dir)
     if current.get("metrics_sha256") != metrics_digest(current):
         warnings.warn(

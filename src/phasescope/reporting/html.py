@@ -16,6 +16,7 @@ from phasescope.reporting.text import (
     interval,
     number,
     period_line,
+    phase_margins,
     probability_line,
     probability_table,
     window_line,
@@ -44,23 +45,20 @@ def _phase_table(metrics: dict) -> str:
         "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin [95% CI]</th></tr>"
     )
     worst = detected_worst(metrics)
-    margins = {m["phase"]: m for m in (metrics.get("log_score") or {}).get("phases", [])}
+    margins = phase_margins(metrics)
     rows = []
     for r in metrics["phases"]:
         boundary = (" (boundary)" if r["phase"] == metrics["step"] - 1 else "") + (
             " (worst)" if r["phase"] == worst else ""
         )
-        margin = margins.get(r["phase"])
-        margin_cell = (
-            number(r["mean_margin"]) if margin is None else number(margin["mean"]) + interval(margin["ci"], ".3f")
-        )
+        margin, margin_ci = margins[r["phase"]]
         ci = interval((r["ci_low"], r["ci_high"]), ".3f") if r["accuracy"] is not None else ""
         rows.append(
             f"<tr><td>{r['phase']}{boundary}</td><td>{r['n']}</td>"
             f"<td>{number(r['accuracy'], missing='not estimable')}</td><td>{ci}</td>"
             f"<td>{number(r['adjusted_accuracy'])}</td>"
             f"<td>{number(r['effect_pp'], '+.1f')}{interval(r['effect_ci_pp'])}</td>"
-            f"<td>{number(r['mean_logprob'])}</td><td>{margin_cell}</td></tr>"
+            f"<td>{number(r['mean_logprob'])}</td><td>{number(margin)}{interval(margin_ci, '.3f')}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
 

@@ -12,6 +12,7 @@ from phasescope.reporting.text import (
     gap_line,
     number,
     period_line,
+    phase_margins,
     probability_line,
     probability_table,
     window_line,
@@ -37,7 +38,7 @@ def phase_table(metrics: dict, title: str) -> Table:
     the verdict found an effect)."""
     step = metrics["step"]
     worst = detected_worst(metrics)
-    margins = {r["phase"]: r for r in (metrics.get("log_score") or {}).get("phases", [])}
+    margins = phase_margins(metrics)
     outcome = (metrics.get("log_score") or {}).get("outcome", "margin")
     table = Table(
         title=f"{title}: step {step}",
@@ -58,15 +59,9 @@ def phase_table(metrics: dict, title: str) -> Table:
             number(r["accuracy"], missing="n/a") + tight(ci, ".3f"),
             number(r["adjusted_accuracy"]),
             number(r["effect_pp"], "+.1f") + tight(r["effect_ci_pp"], ".1f"),
-            _margin_cell(margins.get(r["phase"]), r),
+            number(margins[r["phase"]][0], ".2f") + tight(margins[r["phase"]][1], ".2f"),
         )
     return table
-
-
-def _margin_cell(row: dict | None, phase_row: dict) -> str:
-    if row is None:  # a metrics.json from before log_score: the plain mean margin
-        return number(phase_row.get("mean_margin"), ".2f")
-    return number(row["mean"], ".2f") + tight(row["ci"], ".2f")
 
 
 def _caption() -> str:

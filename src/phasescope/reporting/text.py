@@ -21,6 +21,15 @@ def detected_worst(metrics: dict) -> int | None:
     return v.get("worst_phase") if found else None
 
 
+def phase_margins(metrics: dict) -> dict[int, tuple[float | None, list | None]]:
+    """Per phase the mean log-prob margin and its interval clustered by content (``log_score``);
+    a metrics.json from before it: the plain mean margin, no interval."""
+    rows = (metrics.get("log_score") or {}).get("phases")
+    if rows:
+        return {r["phase"]: (r["mean"], r["ci"]) for r in rows}
+    return {r["phase"]: (r.get("mean_margin"), None) for r in metrics["phases"]}
+
+
 def gap_line(metrics: dict) -> str:
     """The drift-adjusted, bias-corrected gap with its interval and p-value; the plug-in and raw
     max - min beside it; the notes (too few contents, a trend that cannot be separated, another
