@@ -447,3 +447,20 @@ def test_retrain_starts_the_new_recipes_from_the_runs_they_need(tmp_path, monkey
     post = launched[names.index("hf-deepseek-v4-tiny-post-s0")]
     assert f"init_from={tmp_path / 'hf-deepseek-v4-tiny-s0'}" in post
     assert f"init_from={tmp_path / 'tiny-full-v64-s0'}" in launched[names.index("tiny-s4-long-s0")]
+
+
+def test_the_margin_verdict_judges_only_seeds_above_the_band():
+    """B''' (amendment 4): seeds above the learned band, margin period = step with p < 0.05 on
+    every one (3 needed); a seed inside the band does not count, a missing p fails the seed."""
+    from phasescope.reproduce.extended import margin_period_verdict
+
+    def row(recipe, seed, acc, period, p):
+        return {"recipe": recipe, "seed": seed, "step": 2, "eval_accuracy": acc, "margin_period": period,
+                "margin_period_p": p}  # fmt: skip
+
+    rows = [row("a", s, 1.0, 2, 0.001) for s in range(3)] + [row("a", 3, 0.8, None, None)]
+    rows += [row("b", 0, 1.0, 2, 0.001), row("b", 1, 1.0, 2, None), row("b", 2, 0.99, 2, 0.01)]
+    rows += [row("c", 0, 1.0, 2, 0.001)]
+    v = margin_period_verdict(rows, ("a", "b", "c"))
+    assert [v["entries"][r]["verdict"] for r in "abc"] == ["reproduced", "not reproduced", "inconclusive"]
+    assert v["verdict"] == "not reproduced" and v["entries"]["a"]["eval_accuracy"] == [100.0] * 3

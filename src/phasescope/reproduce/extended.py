@@ -268,7 +268,7 @@ def margin_period_verdict(rows: list[dict], recipes: tuple[str, ...] = STEP2_ALL
 
 
 def _margin_entry(seeds: list[dict]) -> dict:
-    hits = [r.get("margin_period") == r["step"] and (r.get("margin_period_p") or 1.0) < ALPHA for r in seeds]
+    hits = [r.get("margin_period") == r["step"] and _below_alpha(r.get("margin_period_p")) for r in seeds]
     if len(seeds) < MIN_SEEDS:
         verdict = "inconclusive"
     else:
@@ -284,6 +284,10 @@ def _margin_entry(seeds: list[dict]) -> dict:
             None if r.get("margin_period_p") is None else float(f"{r['margin_period_p']:.2g}") for r in seeds
         ],
     }
+
+
+def _below_alpha(p: float | None) -> bool:
+    return p is not None and p < ALPHA
 
 
 def judge_extended(rows: list[dict], matrix) -> dict:

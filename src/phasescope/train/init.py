@@ -130,7 +130,7 @@ def init_weights(model: torch.nn.Module, source: Path, warm_start: bool = False)
         ) from None
     target = model.state_dict()
     unexpected = sorted(set(weights) - set(target))
-    if unexpected and warm_start and any(".pooler." in n or "compressor" in n for n in unexpected):
+    if unexpected and warm_start and any(layer.compressed for layer in src_cfg.layers):
         raise InputError(
             f"init_from {source}: it is a compressed model, but this run starts with full-attention warm-start "
             f"steps, whose model has no compressor ({unexpected[0]} has no place); start compressed with "
