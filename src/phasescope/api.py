@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
 from phasescope.results import analyze, compare, compared_runs, current_metrics, records_digest, report
-from phasescope.specs import BackendOptions, GeometryOverrides, ProbeSpec, Remedies, RunOptions, SweepSpec
+from phasescope.specs import BackendOptions, RunOptions, SweepSpec, sweep_settings
 
 __all__ = ["analyze", "compare", "compared_runs", "current_metrics", "records_digest", "report", "sweep"]
 
@@ -45,62 +45,26 @@ def resolve_model(model, options: BackendOptions | None = None):
     )
 
 
-def sweep(
-    model,
-    probe: str = "kv-retrieval",
-    *,
-    step: int | None = None,
-    align: int | None = None,
-    offsets=range(24),
-    samples: int | None = None,
-    design: str = "shift-needle",
-    seed: int = 0,
-    batch_size: int | None = None,
-    out: str | Path | None = None,
-    task=None,
-    tokenizer=None,
-    completion=None,
-    progress: bool = False,
-    command: str | None = None,
-    local: int | None = None,
-    depth: float = 0.5,
-    kv_gaps=(0,),
-    window: int | None = None,
-    options: BackendOptions | None = None,
-    dry_run: bool = False,
-    chat_template: bool = False,
-    prefix_reuse: bool = True,
-    context_tokens: int | None = None,
-    pair_format: str = "auto",
-    filler: str | None = None,
-    phase_ensemble: bool = False,
-    ensemble_pad_id: int | None = None,
-    include_path: str | None = None,
-):
+def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, completion=None, command=None, **options):
     """Score every content sample at every offset; with ``out``, a resumable run directory.
 
     ``model``: a spec string (``runs/s4``, ``hf:DIR``, ``openai:URL#MODEL``), a ``Decoder``, a
-    transformers model or any callable ``input_ids [B,T] -> logits [B,T,V]``. Every keyword is the
-    `phasescope sweep` option of the same name (``phasescope sweep --help``, docs/sweeps.md);
-    ``task`` (a RetrievalTask), ``tokenizer`` and ``completion`` (CompletionSpec or a list) are
-    what the probe is built from when the model does not bring them; ``options`` how a spec loads
-    (``BackendOptions``); ``dry_run`` returns the plan and writes nothing.
+    transformers model or any callable ``input_ids [B,T] -> logits [B,T,V]``. ``options`` are
+    `phasescope sweep`'s options by their Python names (``step``, ``offsets=range(24)``,
+    ``samples``, ``design``, ``kv_gaps=(0, 1)``, ``out``, ``batch_size``, ``dry_run``, ...; the
+    list: ``phasescope.specs.OPTION_SECTION``, what each means: ``phasescope sweep --help``,
+    docs/sweeps.md); ``options=BackendOptions(...)`` may stand for the model-loading ones.
+    ``task`` (a RetrievalTask), ``tokenizer`` (an object) and ``completion`` (CompletionSpec or a
+    list) are what the probe is built from when the model does not bring them. ``dry_run=True``
+    returns the plan and writes nothing.
     """
-    probe_spec = ProbeSpec(probe, design, depth, tuple(kv_gaps), context_tokens, pair_format, filler, chat_template)
-    probe_spec = replace(probe_spec, include_path=str(include_path)) if include_path else probe_spec  # lm-eval:
-    spec = SweepSpec(
-        model=model if isinstance(model, str) else str(model) if isinstance(model, Path) else "python",
-        probe=probe_spec,
-        geometry=GeometryOverrides(step, align, window, local),
-        offsets=tuple(offsets),
-        samples=samples,
-        seed=seed,
-        remedies=Remedies(phase_ensemble, ensemble_pad_id),
-        backend=options or BackendOptions(),
-    )
-    run = RunOptions(out, batch_size, progress, dry_run, prefix_reuse)
-    inputs = {"task": task, "tokenizer": tokenizer, "completion": completion}
-    return sweep_spec(spec, run, model=model, command=command, **inputs)
+    if "options" in options:  # the model-loading options as one BackendOptions, as before
+        options["backend"] = options.pop("options")
+    if isinstance(tokenizer, (str, Path)):  # a tokenizer directory or name: how the model loads, not an object
+        options["tokenizer"], tokenizer = str(tokenizer), None
+    name = model if isinstance(model, str) else str(model) if isinstance(model, Path) else "python"
+    spec, run = sweep_settings(name, probe=probe, **options)
+    return sweep_spec(spec, run, model=model, command=command, task=task, tokenizer=tokenizer, completion=completion)
 
 
 def sweep_spec(spec: SweepSpec, run: RunOptions, model=None, command: str | None = None, **inputs):

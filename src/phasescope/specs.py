@@ -14,8 +14,9 @@ asks, and where conflicts are refused::
 
 from __future__ import annotations
 
+import difflib
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -93,6 +94,9 @@ class ProbeSpec:
         gaps = list(self.kv_gaps)
         if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
             raise InputError(f"--kv-gaps {self.kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
+        for name in ("probe_file", "include_path"):  # a Path from Python: spec.json holds text
+            if isinstance(getattr(self, name), Path):
+                object.__setattr__(self, name, str(getattr(self, name)))
 
     @property
     def kind(self) -> str:
@@ -207,6 +211,53 @@ class RunOptions:
     def argv(self) -> list[str]:
         args = ["--out", str(self.out)] if self.out is not None else []
         return args + _flag("batch_size", self.batch_size) + ([] if self.prefix_reuse else ["--no-prefix-reuse"])
+
+
+def sweep_settings(model: str, **options) -> tuple[SweepSpec, RunOptions]:
+    """The typed sweep and how to run it from options named as `phasescope sweep`'s (``kv_gaps``,
+    ``step``, ``batch_size``, ...; ``probe`` is the probe's name): the one mapping from option
+    names to the specs, for the command line and ``phasescope.sweep`` alike. ``backend`` (a
+    ``BackendOptions``) may stand for the model options. An unknown name is refused, with the
+    closest known one."""
+    sections: dict[str, dict] = {name: {} for name in ("sweep", "probe", "geometry", "remedies", "backend", "run")}
+    base = options.pop("backend", None) or BackendOptions()
+    for name, value in options.items():
+        if name not in OPTION_SECTION:
+            close = difflib.get_close_matches(name, OPTION_SECTION, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(
+                f"{name!r} is not a sweep option; {hint}the options are {', '.join(sorted(OPTION_SECTION))}"
+            )
+        sections[OPTION_SECTION[name]]["name" if name == "probe" else name] = value
+    probe = sections["probe"]
+    if "kv_gaps" in probe:
+        probe["kv_gaps"] = tuple(probe["kv_gaps"])
+    sweep = sections["sweep"]
+    if "offsets" in sweep:
+        sweep["offsets"] = tuple(sweep["offsets"])
+    spec = SweepSpec(
+        model,
+        ProbeSpec(**probe),
+        GeometryOverrides(**sections["geometry"]),
+        remedies=Remedies(**sections["remedies"]),
+        backend=replace(base, **sections["backend"]),
+        **sweep,
+    )
+    return spec, RunOptions(**sections["run"])
+
+
+def _option_sections() -> dict[str, str]:
+    """option name -> the spec it belongs to (every field name is one option; ProbeSpec.name is --probe)."""
+    table = {"offsets": "sweep", "samples": "sweep", "seed": "sweep", "probe": "probe"}
+    for section, cls in (
+        ("probe", ProbeSpec), ("geometry", GeometryOverrides), ("remedies", Remedies), ("backend", BackendOptions),
+        ("run", RunOptions),
+    ):  # fmt: skip
+        table |= {f.name: section for f in fields(cls) if f.name != "name"}
+    return table
+
+
+OPTION_SECTION = _option_sections()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import typer
 
 from phasescope.cli.app import command, console, fail, with_options
 from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
-from phasescope.specs import BackendOptions, GeometryOverrides, ProbeSpec, Remedies, RunOptions, SweepSpec
+from phasescope.specs import RunOptions, SweepSpec, sweep_settings
 
 
 def parse_offsets(text: str) -> list[int]:
@@ -328,19 +328,9 @@ def sweep(**given) -> None:
 def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
     """The typed sweep and how to run it, from the command line's values (the reproducing
     command is then ``spec.command(run)``)."""
-    probe = ProbeSpec(
-        o["probe"], o["design"], o["depth"], parse_gaps(o["kv_gaps"]), o["context_tokens"], o["pair_format"],
-        o["filler"], o["chat_template"], o["probe_file"], o["include_path"],
-    )  # fmt: skip
-    backend = BackendOptions(
-        o["dtype"], o["device"], o["trust_remote_code"], o["compress"], o["tokenizer"], o["concurrency"],
-        o["timeout"], o["retries"], api_key_env=o["api_key_env"],
-    )  # fmt: skip
-    geometry = GeometryOverrides(o["step"], o["align"], o["window"], o["local"])
-    offsets = tuple(parse_offsets(o["offsets"]))
-    remedies = Remedies(o["phase_ensemble"], o["ensemble_pad_id"])
-    spec = SweepSpec(o["model"], probe, geometry, offsets, o["samples"], o["seed"], remedies, backend)
-    return spec, RunOptions(o["out"], o["batch_size"], o["progress"], o["dry_run"], o["prefix_reuse"])
+    options = {name: value for name, value in o.items() if name != "model"}
+    options |= {"kv_gaps": parse_gaps(o["kv_gaps"]), "offsets": parse_offsets(o["offsets"])}
+    return sweep_settings(o["model"], **options)
 
 
 def completion_prompts(o: dict):
