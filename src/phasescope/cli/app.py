@@ -14,10 +14,30 @@ from typer import rich_utils
 
 from phasescope.errors import InputError
 
+
+class _PlainHelp:
+    """``--help`` shown as the plain flag it is: typer labels it ``<bool>``, as if it took a value."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_PlainHelp, typer.core.TyperCommand):
+    pass
+
+
+class Group(_PlainHelp, typer.core.TyperGroup):
+    pass
+
+
 app = typer.Typer(
     help="phasescope: find and measure phase sensitivity in models with chunked KV-cache compression.",
     no_args_is_help=True,
     add_completion=False,
+    cls=Group,
 )
 console = Console()
 DEBUG = {"on": False}  # set by --debug before any command runs
@@ -118,7 +138,7 @@ def guarded(command):
 
 def command(*args, **kwargs):
     """``app.command`` behind the exception boundary."""
-    return lambda fn: app.command(*args, **kwargs)(guarded(fn))
+    return lambda fn: app.command(*args, cls=Command, **kwargs)(guarded(fn))
 
 
 def with_options(table: dict[str, tuple[type, object]]):
