@@ -37,11 +37,11 @@ DEMO = Path(phasescope.__file__).parent / "assets" / "demo" / "tiny-s4"
 OFFSETS = range(8)
 
 
-def report(kind: str, context: int, records: list[dict], seconds: float) -> None:
+def report(kind: str, context: int, records: list, seconds: float) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"{kind}: {len(records)} items of {context:,} tokens in {seconds:.0f} s = {len(records) / seconds:.3f} items/s "
-        f"({seconds / len(records):.1f} s/item); accuracy {sum(r['correct'] for r in records)}/{len(records)}; "
+        f"({seconds / len(records):.1f} s/item); accuracy {sum(r.correct for r in records)}/{len(records)}; "
         f"peak RSS {peak:.0f} MiB"
     )
 

@@ -38,9 +38,9 @@ def main() -> None:
             ens_s, ens = timed_sweep(spec, args.samples, True, Path(tmp))
         for label, seconds, m in (("plain", plain_s, plain), ("phase ensemble", ens_s, ens)):
             print(
-                f"{name} {label}: accuracy {m['overall_accuracy']:.3f}, gap {m['gap_pp']:.1f} pp "
-                f"[{m['gap_ci_pp'][0]:.1f}, {m['gap_ci_pp'][1]:.1f}] (p = {m['gap_p_value']:.2g}), "
-                f"period {m['period']['detected']}, {seconds:.1f} s"
+                f"{name} {label}: accuracy {m.overall_accuracy:.3f}, gap {m.gap_pp:.1f} pp "
+                f"[{m.gap_ci_pp[0]:.1f}, {m.gap_ci_pp[1]:.1f}] (p = {m.gap_p_value:.2g}), "
+                f"period {m.period['detected']}, {seconds:.1f} s"
             )
         ratio = ens_s / plain_s
         print(f"{name}: the ensemble costs {ratio:.1f}x the plain sweep's time ({args.samples} contents x 24)")

@@ -20,7 +20,7 @@ from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
 
 
-def timed(model, task, samples: int, reuse: bool) -> tuple[float, list[dict]]:
+def timed(model, task, samples: int, reuse: bool) -> tuple[float, list]:
     start = time.perf_counter()
     result = phasescope.sweep(model, task=task, samples=samples, batch_size=16, local=64, prefix_reuse=reuse)
     return time.perf_counter() - start, result.records
@@ -43,9 +43,7 @@ def main() -> None:
         plain_s.append(seconds)
         seconds, reused = timed(model, task, args.samples, True)
         reuse_s.append(seconds)
-    diff = max(
-        abs(a["logprobs"][k] - b["logprobs"][k]) for a, b in zip(plain, reused, strict=True) for k in a["logprobs"]
-    )
+    diff = max(abs(a.logprobs[k] - b.logprobs[k]) for a, b in zip(plain, reused, strict=True) for k in a.logprobs)
     plain_t, reuse_t = sorted(plain_s)[len(plain_s) // 2], sorted(reuse_s)[len(reuse_s) // 2]
     print(
         f"{len(plain)} items, rows of {args.seq_len} tokens: plain {plain_t:.2f} s, prefix reuse {reuse_t:.2f} s, "

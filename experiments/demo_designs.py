@@ -29,20 +29,20 @@ RUNS = {
 }
 
 
-def row(model: str, run: str, m: dict) -> list[str]:
-    period = m["period"]
-    windows = m.get("windows") or {}
+def row(model: str, run: str, m) -> list[str]:
+    period = m.period
+    windows = m.windows
     if windows.get("separable"):
         same = f"{windows['same_minus_split_pp']:+.1f} pp{interval(windows.get('ci_pp'))}"
         same += f" (p = {windows['p_value']:.2g})" if windows.get("p_value") is not None else ""
     else:
         same = "not separable (one rendering)" if windows else "-"
-    gap = "-" if m["gap_pp"] is None else f"{m['gap_pp']:.1f}{interval(m['gap_ci_pp'])}"
-    p_gap = "-" if m["gap_p_value"] is None else f"{m['gap_p_value']:.2g}"
+    gap = "-" if m.gap_pp is None else f"{m.gap_pp:.1f}{interval(m.gap_ci_pp)}"
+    p_gap = "-" if m.gap_p_value is None else f"{m.gap_p_value:.2g}"
     found = f"{period['detected']} (p = {period['p_value']:.2g})" if period["detected"] else "none"
-    dep = m.get("phase_dependence") or {}
+    dep = m.phase_dependence or {}
     flip = "-" if dep.get("rms_pp") is None else f"{dep['rms_pp']:.1f}{interval(dep.get('ci_pp'))}"
-    return [model, run, f"{m['overall_accuracy']:.3f}", gap, p_gap, f"{m['gap_raw_pp']:.1f}", found, flip, same]
+    return [model, run, f"{m.overall_accuracy:.3f}", gap, p_gap, f"{m.gap_raw_pp:.1f}", found, flip, same]
 
 
 def main() -> None:

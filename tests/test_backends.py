@@ -45,9 +45,9 @@ def test_batched_scoring_equals_one_sequence_at_a_time(qwen3_dir):
     alone = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=2, batch_size=1).records
     assert len(batched) == len(alone) == 48
     for a, b in zip(batched, alone, strict=True):
-        assert a["correct"] == b["correct"]
-        for name, value in a["logprobs"].items():
-            assert value == pytest.approx(b["logprobs"][name], abs=1e-5)
+        assert a.correct == b.correct
+        for name, value in a.logprobs.items():
+            assert value == pytest.approx(b.logprobs[name], abs=1e-5)
 
 
 def test_a_prompt_longer_than_the_model_accepts_is_refused_not_truncated(tmp_path):
@@ -63,16 +63,14 @@ def test_dtype_and_an_in_memory_transformers_model(qwen3_dir):
 
     half = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1, options=BackendOptions(dtype="bfloat16"))
     full = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1)
-    assert all(
-        abs(a["logprob_target"] - b["logprob_target"]) < 0.1 for a, b in zip(half.records, full.records, strict=True)
-    )
+    assert all(abs(a.logprob_target - b.logprob_target) < 0.1 for a, b in zip(half.records, full.records, strict=True))
     with pytest.raises(InputError, match="--dtype 'float8'"):
         BackendOptions(dtype="float8")
     model = AutoModelForCausalLM.from_pretrained(qwen3_dir)
     tokenizer = load_spec(f"hf:{qwen3_dir}").info.tokenizer
     in_memory = phasescope.sweep(model, step=4, samples=1, tokenizer=tokenizer)
-    assert [r["logprob_target"] for r in in_memory.records] == pytest.approx(
-        [r["logprob_target"] for r in full.records], abs=1e-5
+    assert [r.logprob_target for r in in_memory.records] == pytest.approx(
+        [r.logprob_target for r in full.records], abs=1e-5
     )
 
 
@@ -90,7 +88,7 @@ def test_chat_template_only_when_asked_and_its_tokens_count_in_every_position(tm
     prefix = len(tok.encode("<user>", add_special_tokens=False))
     bos = 1  # the plain prompt starts with the tokenizer's BOS; the template replaces it
     for a, b in zip(plain, chat, strict=True):
-        assert b["anchor_pos"] == a["anchor_pos"] - bos + prefix and b["key_pos"] == a["key_pos"] - bos + prefix
-        assert b["phase"] == (b["anchor_pos"] - b["align"]) % 4
+        assert b.anchor_pos == a.anchor_pos - bos + prefix and b.key_pos == a.key_pos - bos + prefix
+        assert b.phase == (b.anchor_pos - b.align) % 4
     with pytest.raises(ProbeError, match="no chat template"):
         phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True, tokenizer=word_tokenizer())

@@ -101,12 +101,12 @@ def test_a_metrics_file_of_an_older_schema_or_edited_by_hand_is_recomputed(runs,
     old = {k: v for k, v in metrics.items() if k not in ("verdict", "log_score", "schema", "metrics_sha256")}
     (run / "metrics.json").write_text(json.dumps(old))  # as written before the verdict existed
     (compared,) = compared_runs([run])
-    assert compared.metrics["verdict"]["kind"] == "effect"
+    assert compared.metrics.verdict.kind == "effect"
     edited = json.loads((run / "metrics.json").read_text()) | {"gap_pp": 99.0}
     (run / "metrics.json").write_text(json.dumps(edited))
     with pytest.warns(UserWarning, match="was changed after `phasescope analyze` wrote it"):
         (compared,) = compared_runs([run])
-    assert compared.metrics["gap_pp"] == metrics["gap_pp"] != 99.0
+    assert compared.metrics.gap_pp == metrics["gap_pp"] != 99.0
     assert offset_curve(compared) == (metrics["offsets"], metrics["accuracy_by_offset"])
 
 

@@ -15,7 +15,7 @@ from test_sweep import TASK, planted_model
 def by_phase(records, step=4):
     out = []
     for p in range(step):
-        mine = [r["correct"] for r in records if r["phase"] == p]
+        mine = [r.correct for r in records if r.phase == p]
         out.append(sum(mine) / len(mine))
     return out
 
@@ -45,8 +45,8 @@ def test_the_ensemble_removes_a_planted_boundary_gap():
     )
     assert by_phase(plain.records)[3] < 0.2 and min(by_phase(plain.records)[:3]) == 1.0
     assert by_phase(ensembled.records) == [1.0, 1.0, 1.0, 1.0]  # 3 of 4 copies answer right at every phase
-    key = [(r["content_id"], r["offset"], r["phase"]) for r in plain.records]
-    assert key == [(r["content_id"], r["offset"], r["phase"]) for r in ensembled.records]  # nominal phases kept
+    key = [(r.content_id, r.offset, r.phase) for r in plain.records]
+    assert key == [(r.content_id, r.offset, r.phase) for r in ensembled.records]  # nominal phases kept
 
 
 def test_pad_token_and_refusals():

@@ -6,6 +6,7 @@ periodogram's note on multiples of the period, and the log-score panel with its 
 import re
 import warnings
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from matplotlib.textpath import TextPath
 
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.stats import analyze_arrays
+from phasescope.metricsfile import Metrics
 from phasescope.reporting import figures
 from phasescope.reporting.figures import BOUNDARY, FIGURES, OTHER, WORST
 
@@ -22,9 +24,9 @@ STEP = 4
 GAP_9PP = (0.60, 0.66, 0.69, 0.64)  # phase 0 worst, phase 3 the boundary
 
 
-def hand_metrics(acc=GAP_9PP, worst=0, verdict=True, log_score="margin", explained=None) -> dict:
-    """A metrics.json of the current schema, every number chosen: intervals +-3 pp, log-score
-    means in nats with +-0.1 intervals."""
+def hand_metrics(acc=GAP_9PP, worst=0, verdict="effect", log_score="margin", explained=None) -> Metrics:
+    """Metrics of the current schema, every number chosen: intervals +-3 pp, log-score means in
+    nats with +-0.1 intervals. ``verdict``: the verdict's kind ("effect": found, p = 0.001)."""
     mean = float(np.mean(acc))
     phases = [
         {
@@ -43,8 +45,24 @@ def hand_metrics(acc=GAP_9PP, worst=0, verdict=True, log_score="margin", explain
         for p, a in enumerate(acc)
     ]
     offsets = list(range(24))
+    found = verdict == "effect"
     m = {
         "step": STEP,
+        "n_records": 960,
+        "n_contents": 40,
+        "n_informative_contents": 40,
+        "overall_accuracy": mean,
+        "accuracy_interval": "by content",
+        "model": "two stages",
+        "trend_degree": 1,
+        "trend": None,
+        "gap_plugin_pp": None,
+        "homogeneity_p_value": 0.001,
+        "gap_raw_pp": 100 * (max(acc) - min(acc)),
+        "inference_note": None,
+        "windows": {},
+        "phase_dependence": {},
+        "candidate_probabilities": {},
         "phases": phases,
         "gap_pp": 100 * (max(acc) - min(acc)),
         "gap_ci_pp": [4.0, 14.0],
@@ -58,20 +76,28 @@ def hand_metrics(acc=GAP_9PP, worst=0, verdict=True, log_score="margin", explain
             "kind": "step",
             "explained": explained or {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12},
         },
-    }
-    if verdict:
-        m["verdict"] = {
-            "kind": "effect",
-            "p_value": 0.001,
-            "worst_phase": worst,
-            "phase_basis": "drift-adjusted",
+        "log_score": None,
+        "verdict": {
+            "kind": verdict,
+            "sentence": verdict,
             "outcome": "accuracy",
-        }
+            "unit": "pp",
+            "effect": 9.0,
+            "effect_ci": [4.0, 14.0],
+            "p_value": 0.001 if found else None,
+            "worst_phase": worst if found else None,
+            "best_phase": None,
+            "phase_basis": "drift-adjusted",
+            "period": STEP,
+            "boundary_phase": STEP - 1,
+            "raw_note": None,
+        },
+    }
     if log_score:
         means = [-1.0 + 2 * (a - mean) for a in acc] if log_score == "logprob" else [1.0 + a - mean for a in acc]
         rows = [{"phase": p, "n_contents": 40, "mean": v, "ci": [v - 0.1, v + 0.1]} for p, v in enumerate(means)]
         m["log_score"] = {"outcome": log_score, "unit": "nats", "phases": rows}
-    return m
+    return Metrics.from_json(m)
 
 
 @pytest.fixture
@@ -153,9 +179,8 @@ def test_an_axis_that_needs_all_of_0_1_has_no_strip(drawn, tmp_path):
 @pytest.mark.parametrize(
     ("acc", "verdict", "worst"),
     [
-        (GAP_9PP, True, 1),  # the verdict's worst phase, even where its raw bar is not the lowest
-        (GAP_9PP, False, 0),  # an older metrics.json: the lowest drift-adjusted accuracy
-        ((0.66, 0.69, 0.64, 0.60), True, 3),  # worst and boundary: red and hatched
+        (GAP_9PP, "effect", 1),  # the verdict's worst phase, even where its raw bar is not the lowest
+        ((0.66, 0.69, 0.64, 0.60), "effect", 3),  # worst and boundary: red and hatched
     ],
 )
 def test_the_worst_phase_is_red_and_the_boundary_only_hatched(drawn, tmp_path, acc, verdict, worst):
@@ -173,7 +198,7 @@ def test_the_worst_phase_is_red_and_the_boundary_only_hatched(drawn, tmp_path, a
 
 
 def test_no_phase_is_red_when_every_phase_is_equal(drawn, tmp_path):
-    figures.phase_accuracy(hand_metrics(acc=(1.0,) * 4, verdict=False), tmp_path / "phase_accuracy.png")
+    figures.phase_accuracy(hand_metrics(acc=(1.0,) * 4, verdict="ceiling"), tmp_path / "phase_accuracy.png")
     bars = bars_by_phase(drawn[0].axes[0])
     assert all(bar.get_facecolor() == to_rgba(OTHER, 0.6) for bar in bars.values())
 
@@ -182,7 +207,7 @@ def test_no_phase_is_red_when_the_verdict_found_no_effect(drawn, tmp_path):
     """The tables' rule: a run without a detected effect (here a ceiling run whose margin shows
     none) has a lowest phase, not a worst one."""
     metrics = hand_metrics()
-    metrics["verdict"] |= {"kind": "ceiling", "p_value": 0.68, "outcome": "margin"}
+    metrics = replace(metrics, verdict=replace(metrics.verdict, kind="ceiling", p_value=0.68, outcome="margin"))
     figures.phase_accuracy(metrics, tmp_path / "phase_accuracy.png")
     figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
     for fig in drawn:
@@ -199,7 +224,7 @@ def test_offsets_take_the_colours_of_their_phases(drawn, tmp_path):
     boundary = dots[f"boundary phase {STEP - 1}"]
     assert boundary.get_color() == OTHER and boundary.get_marker() == figures.BOUNDARY_MARKER
     assert list(boundary.get_xdata()) == list(range(STEP - 1, 24, STEP))
-    acc = metrics["accuracy_by_offset"]
+    acc = metrics.accuracy_by_offset
     bottom, top = ax.get_ylim()
     assert min(acc) - 0.1 < bottom < min(acc) and max(acc) < top < max(acc) + 0.1
     assert "of 0–1" in ax.get_ylabel()
@@ -246,24 +271,24 @@ def test_the_log_score_panel_shows_each_phase_mean_with_its_interval(drawn, tmp_
     (errors,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
     (caps,) = errors.lines[2]  # the vertical interval segments, one per phase
     ends = sorted((float(s[:, 1].min()), float(s[:, 1].max())) for s in caps.get_segments())
-    expected = sorted(tuple(r["ci"]) for r in metrics["log_score"]["phases"])
+    expected = sorted(tuple(r["ci"]) for r in metrics.log_score["phases"])
     assert np.allclose(ends, expected)
     zero_line = [line for line in ax.get_lines() if list(line.get_ydata()) == [0, 0]]
     assert bool(zero_line) == (outcome == "margin")
 
 
-def test_the_margin_panel_of_an_older_metrics_file_has_bare_means(drawn, tmp_path):
-    metrics = hand_metrics(verdict=False, log_score=None)
+def test_the_margin_panel_without_a_log_score_has_bare_means(drawn, tmp_path):
+    metrics = hand_metrics(verdict="no detectable effect", log_score=None)
     figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
     ax = drawn[0].axes[0]
     assert not [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
     heights = {p: bar.get_height() for p, bar in bars_by_phase(ax).items()}
-    assert heights == {r["phase"]: pytest.approx(r["mean_margin"]) for r in metrics["phases"]}
+    assert heights == {r.phase: pytest.approx(r.mean_margin) for r in metrics.phases}
     assert ax.get_ylabel() == "mean margin (nats)"
 
 
 @pytest.fixture(scope="module")
-def analysed() -> dict:
+def analysed() -> Metrics:
     """metrics of a simulated run: 40 contents x 16 offsets, phase 0 worst, margins recorded."""
     rng = np.random.default_rng(0)
     content, offset = np.repeat(np.arange(40), 16), np.tile(np.arange(16), 40)
@@ -271,14 +296,11 @@ def analysed() -> dict:
     correct = (rng.random(len(content)) < np.array(GAP_9PP)[phase]).astype(float)
     r = RecordArrays.from_arrays(STEP, content, offset, phase, correct)
     r.margin = rng.normal(1.0, 1.0, len(content)) - 0.3 * (phase == 0)
-    return analyze_arrays(r, n_resamples=99)
+    return Metrics.from_json(analyze_arrays(r, n_resamples=99))
 
 
-@pytest.mark.parametrize("schema", ["current", "older"])
-def test_the_figures_of_an_analysed_run_draw_without_warnings(analysed, tmp_path, schema):
+def test_the_figures_of_an_analysed_run_draw_without_warnings(analysed, tmp_path):
     metrics = analysed
-    if schema == "older":  # written before the verdict and the log score existed
-        metrics = {k: v for k, v in analysed.items() if k not in ("verdict", "log_score")}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name, draw in FIGURES.items():

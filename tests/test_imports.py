@@ -23,6 +23,7 @@ ORDER = [
     "specs",
     "runfiles",
     "recordfile",
+    "metricsfile",
     "theory",
     "kv",
     "data",
@@ -46,7 +47,10 @@ ORDER = [
     "cli",
     "__main__",
 ]
-TORCH_FREE = {"errors", "version", "validation", "specs", "runfiles", "recordfile", "analysis", "reporting", "results"}
+TORCH_FREE = {
+    "errors", "version", "validation", "specs", "runfiles", "recordfile", "metricsfile", "analysis", "reporting",
+    "results",
+}  # fmt: skip
 
 
 def module_name(path: Path) -> str:

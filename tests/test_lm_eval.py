@@ -107,7 +107,7 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
     from phasescope.export import load_run
 
     metrics = phasescope.analyze(setup["run"], n_resamples=200)
-    acc = metrics["task_metrics"]["ps_capitals"]["acc,none"]
+    acc = metrics.task_metrics["ps_capitals"]["acc,none"]
     assert acc["offset_0"] == pytest.approx(setup["lm_eval"]["results"]["ps_capitals"]["acc,none"])
     assert [p["phase"] for p in acc["phases"]] == [0, 1, 2, 3] and all(p["ci"] for p in acc["phases"])
     out = tmp_path / "results.json"

@@ -146,9 +146,9 @@ def test_multi_token_candidates_from_the_prompt_cache_equal_plain_forwards(tmp_p
         plain = phasescope.sweep(model, prefix_reuse=False, **kwargs, **extra).records
         assert len(cached) == len(plain) == 16
         for a, b in zip(cached, plain, strict=True):
-            assert a["correct"] == b["correct"]
-            assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-4)
-            assert len(a["logprobs"]) == 4
+            assert a.correct == b.correct
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+            assert len(a.logprobs) == 4
 
 
 def test_native_context_tokens_lays_training_rows_end_to_end():

@@ -26,7 +26,7 @@ def test_a_model_whose_raw_window_covers_the_needle_is_refused():
         check_needle_placement(unplanned, local=64, window=4)
     check_needle_placement(unplanned, local=8, window=4)  # the demo models' geometry: fine
     moved = phasescope.sweep(from_callable(planted_model().logits, TASK.vocab_size, 4, local=64), task=TASK, samples=1)
-    assert min(r["answer_pos"] - 1 - r["value_pos"] for r in moved.records) >= 64 + 4
+    assert min(r.answer_pos - 1 - r.value_pos for r in moved.records) >= 64 + 4
 
 
 @pytest.mark.parametrize("design", ["shift-needle", "pad-prefix"])
@@ -81,7 +81,7 @@ class WindowSensitive:
 def test_same_window_contrast_tells_a_window_effect_from_a_phase_effect(tmp_path, phase_only):
     model = from_callable(WindowSensitive(phase_only), vocab_size=TASK.vocab_size, step=4, window=4, local=8)
     phasescope.sweep(model, task=TASK, samples=12, out=tmp_path, kv_gaps=(0, 1), design="pad-prefix")
-    windows = phasescope.analyze(tmp_path, n_resamples=200)["windows"]
+    windows = phasescope.analyze(tmp_path, n_resamples=200).windows
     assert windows["separable"] and windows["discordant_phases"] == [1]
     if phase_only:  # pooled same-vs-split would differ by ~50 pp here; at equal value phase there is nothing
         assert abs(windows["same_minus_split_pp"]) < 1e-9 and windows["p_value"] > 0.5
@@ -91,7 +91,7 @@ def test_same_window_contrast_tells_a_window_effect_from_a_phase_effect(tmp_path
 
 def test_one_rendering_cannot_separate_window_from_phase(tmp_path):
     phasescope.sweep(planted_model(), task=TASK, samples=2, out=tmp_path)
-    windows = phasescope.analyze(tmp_path, n_resamples=100)["windows"]
+    windows = phasescope.analyze(tmp_path, n_resamples=100).windows
     assert not windows["separable"] and "--kv-gaps 0,1" in windows["note"]
 
 
@@ -130,7 +130,7 @@ def test_text_probe_needle_is_beyond_the_raw_window_of_a_tiny_deepseek_v4(tmp_pa
     torch.manual_seed(0)
     save(DeepseekV4ForCausalLM(cfg), tmp_path / "v4", tok)
     result = phasescope.sweep(f"hf:{tmp_path / 'v4'}", samples=1, out=tmp_path / "run", batch_size=24)
-    gaps = [r["answer_pos"] - 1 - r["value_pos"] for r in result.records]
+    gaps = [r.answer_pos - 1 - r.value_pos for r in result.records]
     assert min(gaps) >= 128 + 8 and len(result.records) == 24
     spec = (tmp_path / "run" / "spec.json").read_text()
     assert '"local": 128' in spec and '"window": 8' in spec

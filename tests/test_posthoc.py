@@ -92,7 +92,7 @@ def test_a_sweep_with_post_hoc_compression_records_its_geometry(tmp_path):
     model = tiny_qwen3(tmp_path / "m", word_tokenizer())
     options = BackendOptions(compress="mean:s=4,w=4,L=16")
     result = phasescope.sweep(f"hf:{model}", samples=2, out=tmp_path / "run", options=options)
-    assert len(result.records) == 48 and phasescope.analyze(tmp_path / "run", n_resamples=100)["step"] == 4
+    assert len(result.records) == 48 and phasescope.analyze(tmp_path / "run", n_resamples=100).step == 4
     spec = (tmp_path / "run" / "spec.json").read_text()
     assert '"local": 16' in spec and "--compress mean:s=4,w=4,L=16" in spec
     with pytest.raises(

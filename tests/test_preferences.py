@@ -100,13 +100,13 @@ def test_hooks_removed_after_an_exception():
 
 def test_compare_with_run_is_descriptive():
     prefs = model_preferences(tiny("scalar_gate", n_kv_heads=1), ids(2))
-    metrics = {"phases": [{"phase": p, "accuracy": a} for p, a in enumerate([0.5, 0.6, 0.7, None])]}
-    out = compare_with_run(prefs, metrics)
+    accuracy = {0: 0.5, 1: 0.6, 2: 0.7}  # phase 3: no records
+    out = compare_with_run(prefs, accuracy, 4)
     assert out["phases"] == [0, 1, 2]
     assert out["rho"] is None  # zero-init gate: constant weights have no rank correlation
     assert "not estimable" in out["note"]
     with pytest.raises(InputError, match=r"counted mod 8, but the model compresses every \[4\]"):
-        compare_with_run(prefs, metrics | {"step": 8})  # a step-8 run's phases are not this model's
+        compare_with_run(prefs, accuracy, 8)  # a step-8 run's phases are not this model's
 
 
 def test_cli_on_the_shipped_tiny_s4(tmp_path):

@@ -14,8 +14,8 @@ from test_sweep import TASK
 def assert_same_records(a, b):
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
-        assert (x["content_id"], x["offset"], x["correct"]) == (y["content_id"], y["offset"], y["correct"])
-        assert x["logprobs"] == pytest.approx(y["logprobs"], abs=1e-5)
+        assert (x.content_id, x.offset, x.correct) == (y.content_id, y.offset, y.correct)
+        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
 
 
 @pytest.mark.parametrize("name", ["tiny-4", "v4-csa"])

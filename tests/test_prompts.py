@@ -95,8 +95,8 @@ def test_multiple_choice_counts_the_highest_log_prob_and_exact_match_the_greedy_
     model = phasescope.backends.from_callable(logits, vocab_size=len(tok), step=4)
     records = phasescope.sweep(model, f"prompts:{path}", tokenizer=tok, offsets=OFFSETS).records
     assert len(records) == 16
-    assert all(r["correct"] for r in records)
-    assert {tuple(sorted(r["logprobs"])) for r in records} == {("0", "1"), ("answer",)}
+    assert all(r.correct for r in records)
+    assert {tuple(sorted(r.logprobs)) for r in records} == {("0", "1"), ("answer",)}
 
 
 @pytest.fixture(scope="module")
@@ -122,19 +122,19 @@ def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen, tmp_
         server.close()
     assert len(local.records) == len(remote.records) == 24 * len(OFFSETS)
     for a, b in zip(local.records, remote.records, strict=True):
-        assert a["correct"] == b["correct"]
-        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-4)
+        assert a.correct == b.correct
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
     tok = word_tokenizer()
     torch.manual_seed(0)
     native = Decoder(preset("tiny", len(tok), scheme("tiny-4", local=8)))
     mine = phasescope.sweep(native, probe, tokenizer=tok, offsets=OFFSETS).records
-    assert [(r["content_id"], r["offset"], r["phase"]) for r in mine] == [
-        (r["content_id"], r["offset"], r["phase"]) for r in local.records
+    assert [(r.content_id, r.offset, r.phase) for r in mine] == [
+        (r.content_id, r.offset, r.phase) for r in local.records
     ]
     metrics = phasescope.analyze(tmp_path / "hf", n_resamples=200)
-    assert metrics["n_contents"] == 24
+    assert metrics.n_contents == 24
     # two windows of offsets: a drift cannot be told from a period, so no p-value, and the output says why
-    assert metrics["period"]["p_value"] is None and "3 windows or more" in metrics["period"]["note"]
+    assert metrics.period["p_value"] is None and "3 windows or more" in metrics.period["note"]
 
 
 def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen, tmp_path):

@@ -101,19 +101,19 @@ def test_every_probe_runs_end_to_end_on_a_tiny_model_with_the_real_tokenizer(rea
     for design in ("shift-needle", "pad-prefix"):
         run = phasescope.sweep(spec, design=design, kv_gaps=(0, 1), out=tmp_path / design, **common)
         assert len(run.records) == 2 * 2 * len(OFFSETS)
-        assert {r["phase"] for r in run.records} == {0, 1, 2, 3}
-        assert all("padding" in r for r in run.records)
+        assert {r.phase for r in run.records} == {0, 1, 2, 3}
+        assert all(r.padding is not None for r in run.records)
     spec_json = json.loads((tmp_path / "shift-needle" / "spec.json").read_text())
     assert spec_json["probe"]["pair_format_used"] == "words" and spec_json["local"] == (128 if step is None else None)
     task = RetrievalTask(n_keys=16, n_values=16, n_filler=8, n_pairs=8, n_queries=2, min_distance=8, seq_len=96)
     ids = phasescope.sweep(spec, task=task, context_tokens=1024, out=tmp_path / "ids", **common)
-    assert len(ids.records) == 2 * len(OFFSETS) and "padding" not in ids.records[0]
+    assert len(ids.records) == 2 * len(OFFSETS) and ids.records[0].padding is None
     fp8 = [CompletionSpec()]
     code = phasescope.sweep(spec, "padding-completion", completion=fp8, out=tmp_path / "fp8", **common | {"samples": 1})
-    assert [r["padding"]["units"] for r in code.records] == [r["padding"]["tokens"] for r in code.records]
-    assert [r["phase"] for r in code.records] == [d % 4 for d in OFFSETS]
+    assert [r.padding["units"] for r in code.records] == [r.padding["tokens"] for r in code.records]
+    assert [r.phase for r in code.records] == [d % 4 for d in OFFSETS]
     prompts = phasescope.sweep(spec, f"prompts:{EXAMPLE}", out=tmp_path / "prompts", **common)
-    assert {r["phase"] for r in prompts.records} == {0, 1, 2, 3}
+    assert {r.phase for r in prompts.records} == {0, 1, 2, 3}
 
 
 def test_the_study_code_probe_puts_8_vs_32_at_every_token_phase_through_six_windows():

@@ -35,13 +35,13 @@ def test_served_records_equal_hf_records_on_the_same_weights(served, tmp_path, m
     local = phasescope.sweep(f"hf:{directory}", step=4, samples=2)
     assert len(remote.records) == len(local.records) == 48
     for a, b in zip(remote.records, local.records, strict=True):
-        assert a["correct"] == b["correct"]
-        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-4)
+        assert a.correct == b.correct
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
     assert server.auth[-1] == "Bearer sk-secret-123"
     for path in (tmp_path / "r").iterdir():
         if path.is_file():
             assert "sk-secret-123" not in path.read_text(errors="ignore")
-    assert phasescope.analyze(tmp_path / "r", n_resamples=100)["n_records"] == 48
+    assert phasescope.analyze(tmp_path / "r", n_resamples=100).n_records == 48
 
 
 def test_5xx_and_dropped_connections_are_retried(served):
@@ -122,4 +122,4 @@ def test_one_request_per_item_with_logprob_token_ids_and_a_fallback_without(serv
     finally:
         server.token_ids_supported = True
     for a, b in zip(fast, slow, strict=True):
-        assert a["correct"] == b["correct"] and a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-5)
+        assert a.correct == b.correct and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)

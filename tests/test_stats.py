@@ -9,6 +9,7 @@ import pytest
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.simulate import Scenario, simulate
 from phasescope.analysis.stats import analyze_arrays, analyze_records, wilson
+from phasescope.metricsfile import Metrics
 
 
 def planted(rng, accuracy_by_phase, step=4, n_content=80, offsets=range(24), base=5, drift=None):
@@ -266,7 +267,7 @@ def test_two_windows_or_fewer_withhold_every_drift_adjusted_number():
         assert m["homogeneity_p_value"] is None and m["period"]["p_value"] is None
         assert all(row["effect_pp"] is None for row in m["phases"]) and m["gap_raw_pp"] is not None
         assert "cannot be told from a pattern that repeats with fewer than 3 cycles" in m["inference_note"]
-        assert "withheld" in gap_line(m) and "not tested" in period_line(m)
+        assert "withheld" in gap_line(Metrics.from_json(m)) and "not tested" in period_line(Metrics.from_json(m))
         json.dumps(m, allow_nan=False)
 
 
@@ -280,7 +281,7 @@ def test_no_interval_or_p_value_below_ten_contents_anywhere():
         assert all(row["ci_low"] is None and row["effect_ci_pp"] is None for row in m["phases"])
         assert m["gap_ci_pp"] is None and m["gap_p_value"] is None and m["homogeneity_p_value"] is None
         assert m["period"]["p_value"] is None and m["period"]["detected"] is None
-        assert "not tested" in period_line(m) and f"only {n} content samples" in m["inference_note"]
+        assert "not tested" in period_line(Metrics.from_json(m)) and f"only {n} content samples" in m["inference_note"]
         dependence = m["phase_dependence"]
         assert dependence["p_value"] is None and dependence.get("ci_pp") is None
         assert m["gap_pp"] is not None  # the point estimate describes these contents
@@ -321,7 +322,8 @@ def test_a_pattern_of_another_period_is_named_and_not_called_a_step_phase_effect
     m = analyze_arrays(simulate(Scenario(n_contents=300, period_pp=(3, 6)), np.random.default_rng(13)))
     assert m["period"]["detected"] == 3 and m["period"]["kind"] == "other"
     assert "a period-3 pattern, not a step-phase effect" in m["inference_note"]
-    assert period_line(m).startswith("a period-3 pattern") and "not a step-phase effect" in gap_line(m)
+    typed = Metrics.from_json(m)
+    assert period_line(typed).startswith("a period-3 pattern") and "not a step-phase effect" in gap_line(typed)
     m = analyze_arrays(simulate(Scenario(n_contents=300, period_pp=(5, 25)), np.random.default_rng(13)))
     named = m["period"]["kind"] == "other" and "not a step-phase effect" in m["inference_note"]
     assert named or (m["gap_p_value"] is None and "a pattern of another period" in m["inference_note"]), m

@@ -11,6 +11,7 @@ import phasescope
 from phasescope.backends import from_callable
 from phasescope.data.retrieval import QUERY, RetrievalTask
 from phasescope.errors import InputError
+from phasescope.metricsfile import Metrics
 from phasescope.probes import ProbeError
 
 TASK = RetrievalTask(
@@ -52,9 +53,9 @@ def planted_model():
 def test_planted_model_gives_period_four_and_full_gap(tmp_path):
     phasescope.sweep(planted_model(), task=TASK, samples=12, out=tmp_path, design="pad-prefix")  # 10+: tested
     metrics = phasescope.analyze(tmp_path, n_resamples=300)
-    assert metrics["period"]["detected"] == 4
-    assert [round(r["accuracy"], 3) for r in metrics["phases"]][3] < 0.2
-    assert metrics["gap_pp"] > 80
+    assert metrics.period["detected"] == 4
+    assert [round(r.accuracy, 3) for r in metrics.phases][3] < 0.2
+    assert metrics.gap_pp > 80
     record = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
     for field in (
         "content_id",
@@ -149,8 +150,8 @@ def test_hf_directory_with_a_tokenizer_is_swept_with_the_text_probe(tmp_path):
 
     tiny_qwen3(tmp_path / "m", word_tokenizer())
     result = phasescope.sweep(f"hf:{tmp_path / 'm'}", step=4, samples=2, out=tmp_path / "kv")
-    assert len(result.records) == 48 and all(r["same_window"] is not None for r in result.records)
-    assert phasescope.analyze(tmp_path / "kv", n_resamples=100)["step"] == 4
+    assert len(result.records) == 48 and all(r.same_window is not None for r in result.records)
+    assert phasescope.analyze(tmp_path / "kv", n_resamples=100).step == 4
 
 
 class PhaseProbabilities:
@@ -196,8 +197,8 @@ def test_planted_phase_probabilities_of_the_code_probe_are_recovered_with_conten
     loaded = from_callable(model, vocab_size=tok.get_vocab_size(), step=4, align=0)
     phasescope.sweep(loaded, "padding-completion", tokenizer=tok, completion=specs, out=tmp_path)
     metrics = phasescope.analyze(tmp_path, n_resamples=300)
-    table = metrics["candidate_probabilities"]
-    assert table["candidates"] == ["right", "wrong"] and metrics["n_contents"] == 16
+    table = metrics.candidate_probabilities
+    assert table["candidates"] == ["right", "wrong"] and metrics.n_contents == 16
     # planted: what the model gives on average over these contents (its shifts need not average zero)
     planted = np.array(model.P_RIGHT) + float(np.mean(shifts))
     for row in table["phases"]:
@@ -205,8 +206,8 @@ def test_planted_phase_probabilities_of_the_code_probe_are_recovered_with_conten
         assert row["mean"]["right"] == pytest.approx(planted[row["phase"]], abs=1e-4)
         assert low < planted[row["phase"]] < high and high - low > 0
         assert sum(low < v < high for v in planted) == 1, "the interval tells this phase from the others"
-    assert [r["accuracy"] for r in metrics["phases"]] == [0.0, 1.0, 1.0, 0.0]
-    assert metrics["gap_pp"] == pytest.approx(100) and metrics["gap_p_value"] is not None
+    assert [r.accuracy for r in metrics.phases] == [0.0, 1.0, 1.0, 0.0]
+    assert metrics.gap_pp == pytest.approx(100) and metrics.gap_p_value is not None
 
 
 def test_code_probe_sampled_end_to_end_on_a_tiny_hf_model_gives_intervals(tmp_path):
@@ -223,11 +224,11 @@ def test_code_probe_sampled_end_to_end_on_a_tiny_hf_model_gives_intervals(tmp_pa
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["analyze", run, "--resamples", "200"], env={"COLUMNS": "160"})
     assert result.exit_code == 0 and "P(right) [95%]" in result.output and "P(wrong) [95%]" in result.output
-    metrics = json.loads((tmp_path / "fp8" / "metrics.json").read_text())
-    assert metrics["n_contents"] == 12 and metrics["n_records"] == 12 * 24
-    if metrics["n_informative_contents"] >= 10:  # random weights often answer every record alike: nothing to test
-        assert metrics["gap_p_value"] is not None and metrics["homogeneity_p_value"] is not None
-    for row in metrics["candidate_probabilities"]["phases"]:
+    metrics = Metrics.from_json(json.loads((tmp_path / "fp8" / "metrics.json").read_text()))
+    assert metrics.n_contents == 12 and metrics.n_records == 12 * 24
+    if metrics.n_informative_contents >= 10:  # random weights often answer every record alike: nothing to test
+        assert metrics.gap_p_value is not None and metrics.homogeneity_p_value is not None
+    for row in metrics.candidate_probabilities["phases"]:
         low, high = row["ci"]["right"]
         assert high - low > 0 and row["n_contents"] == 12
     spec = json.loads((tmp_path / "fp8" / "spec.json").read_text())["probe"]

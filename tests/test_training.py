@@ -207,7 +207,7 @@ def test_hf_deepseek_v4_trains_and_loads_with_transformers(tmp_path):
 
     phasescope.sweep(f"hf:{tmp_path / 'hf'}", samples=2, out=tmp_path / "sweep")
     metrics = phasescope.analyze(tmp_path / "sweep", n_resamples=100)
-    assert metrics["step"] == 4 and metrics["n_records"] == 48
+    assert metrics.step == 4 and metrics.n_records == 48
 
 
 def test_hf_deepseek_v4_post_training_starts_from_the_shipped_transformers_model(tmp_path):

@@ -51,9 +51,9 @@ def test_a_sweep_through_vllm_equals_the_same_sweep_through_hf(server, tmp_path)
     local = phasescope.sweep(f"hf:{model}", step=4, samples=2)
     assert len(remote.records) == len(local.records) == 48
     for a, b in zip(remote.records, local.records, strict=True):
-        assert a["correct"] == b["correct"] and a["padding"] == b["padding"]
-        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-3)
-    assert phasescope.analyze(tmp_path / "r", n_resamples=100)["n_records"] == 48
+        assert a.correct == b.correct and a.padding == b.padding
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+    assert phasescope.analyze(tmp_path / "r", n_resamples=100).n_records == 48
 
 
 def test_the_study_code_probe_through_vllm_equals_hf(server, tmp_path):
@@ -65,5 +65,5 @@ def test_the_study_code_probe_through_vllm_equals_hf(server, tmp_path):
     local = phasescope.sweep(f"hf:{model}", **common)
     assert len(remote.records) == len(local.records) == 16
     for a, b in zip(remote.records, local.records, strict=True):
-        assert (a["phase"], a["padding"], a["correct"]) == (b["phase"], b["padding"], b["correct"])
-        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-3)
+        assert (a.phase, a.padding, a.correct) == (b.phase, b.padding, b.correct)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)

@@ -113,7 +113,7 @@ def summary(name: str, m: dict, report: Path) -> str:
     """The verdict per model, its phase dependence and its report (the full wording is in
     `phasescope analyze` and the report)."""
     pad = " " * (len(name) + 2)
-    lines = [f"[bold]{name}[/]: {m['verdict']['sentence']}"]
+    lines = [f"[bold]{name}[/]: {m.verdict.sentence}"]
     if dependence := dependence_short(m):
         lines.append(pad + dependence.removeprefix("; "))
     return "\n".join(lines + [f"{pad}report: {report}"])

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.recordfile import read_records
+from phasescope.metricsfile import Metrics
+from phasescope.recordfile import Record, read_records
 from phasescope.runfiles import atomic_write_text, read_json
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
@@ -54,7 +55,7 @@ def _pandas():
     return pandas
 
 
-def _run(run_dir) -> tuple[Path, list[dict], dict]:
+def _run(run_dir) -> tuple[Path, list[Record], Metrics]:
     from phasescope.results import check_sweep_run_dir, current_metrics
 
     path = Path(run_dir)
@@ -70,16 +71,16 @@ def load_run(run_dir) -> RunTables:
     pd = _pandas()
     _, records, metrics = _run(run_dir)
     offsets = pd.DataFrame(
-        {"offset": metrics["offsets"], "accuracy": metrics["accuracy_by_offset"]},
+        {"offset": metrics.offsets, "accuracy": metrics.accuracy_by_offset},
     )
-    phase_by_offset = metrics.get("phase_by_offset")
+    phase_by_offset = metrics.phase_by_offset
     if isinstance(phase_by_offset, list) and len(phase_by_offset) == len(offsets):
         offsets["phase"] = phase_by_offset
     return RunTables(
         records=pd.DataFrame([flat_record(r) for r in records]),
-        phases=pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in metrics["phases"]]),
+        phases=pd.DataFrame([{k: _cell(v) for k, v in vars(row).items()} for row in metrics.phases]),
         offsets=offsets,
-        task_metrics=pd.DataFrame(task_metric_rows(metrics.get("task_metrics") or {}), columns=TASK_COLUMNS),
+        task_metrics=pd.DataFrame(task_metric_rows(metrics.task_metrics or {}), columns=TASK_COLUMNS),
     )
 
 
@@ -104,10 +105,10 @@ def task_metric_rows(per_task: dict) -> list[dict]:
     return rows
 
 
-def flat_record(record: dict) -> dict:
+def flat_record(record: Record) -> dict:
     """One record as flat columns (nested log-probs, padding and task metrics spread out)."""
     flat = {}
-    for key, value in record.items():
+    for key, value in record.to_json().items():
         if key == "logprobs":
             flat |= {f"logprob.{name}": v for name, v in value.items()}
         elif key == "task_metrics":
@@ -153,10 +154,10 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     return paths
 
 
-def lm_eval_results(records: list[dict], metrics: dict, spec: dict) -> dict:
+def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict) -> dict:
     """lm-eval's results layout: ``results[task][metric]`` (offset 0: lm-eval's own rendering,
     with ``METRIC_stderr,FILTER`` as lm-eval computes it), ``phase_results[task][phase][metric]``."""
-    per_task = metrics.get("task_metrics")
+    per_task = metrics.task_metrics
     if not per_task:
         raise InputError("--format lm-eval: this run holds no lm-eval task metrics (sweep with --probe lm-eval:TASK)")
     probe = _probe_spec(spec)
@@ -166,7 +167,7 @@ def lm_eval_results(records: list[dict], metrics: dict, spec: dict) -> dict:
         phase_results[task] = {}
         for metric, summary in summaries.items():
             name, _, filt = metric.partition(",")
-            at_zero = [r["task_metrics"][metric] for r in records if r.get("task") == task and r["offset"] == 0]
+            at_zero = [r.task_metrics[metric] for r in records if r.task == task and r.offset == 0]
             results[task][metric] = summary["offset_0"]
             results[task][f"{name}_stderr,{filt}"] = _stderr(at_zero)
             for p in summary["phases"]:
@@ -185,7 +186,7 @@ def lm_eval_results(records: list[dict], metrics: dict, spec: dict) -> dict:
         },
         "config": {
             "model": spec.get("model"),
-            "phasescope": {"step": metrics.get("step"), "offsets": metrics.get("offsets")},
+            "phasescope": {"step": metrics.step, "offsets": metrics.offsets},
         },
     }
 
@@ -195,8 +196,8 @@ def _probe_spec(spec: dict) -> dict:
     return probe if isinstance(probe, dict) else {}
 
 
-def _docs(records: list[dict], task: str) -> int:
-    return len({r["content_id"] for r in records if r.get("task") == task})
+def _docs(records: list[Record], task: str) -> int:
+    return len({r.content_id for r in records if r.task == task})
 
 
 def _stderr(values: list[float]) -> float | None:

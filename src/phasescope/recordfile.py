@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -21,16 +21,80 @@ REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target"
 OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos")
 
 
+@dataclass(frozen=True)
+class Record:
+    """One scored (content, offset, variant): where the probe put things, which phase that is,
+    and what the model answered. Built from JSON by ``from_json`` (checked field by field);
+    ``to_json`` is the line records.jsonl holds. Fields this version does not know (written by
+    another tool or by hand) are kept in ``extra`` and written back."""
+
+    content_id: int | str
+    offset: int  # d: how far the probe shifted the content
+    phase: int  # (anchor_pos - align) mod step
+    step: int
+    correct: bool
+    logprob_target: float  # log p of the right answer (summed over its tokens)
+    logprobs: dict[str, float | None]  # candidate name -> log p (None: not scored)
+    align: int | None = None
+    anchor_pos: int | None = None
+    key_pos: int | None = None
+    value_pos: int | None = None
+    answer_pos: int | None = None
+    same_window: bool | None = None  # one compression entry covers key and value (None: no key)
+    variant: int = 0  # the probe's rendering of the content (kv-gaps, formats)
+    target: str = "right"  # the candidate that is the right answer
+    padding: dict | None = None  # what moved the anchor, as measured (text, chars, units, tokens)
+    task: str | None = None  # lm-eval: the task
+    doc_id: int | None = None  # lm-eval: the document
+    generation: str | None = None  # lm-eval generate_until: the graded text
+    task_metrics: dict[str, float] | None = None  # lm-eval: the task's own per-document metrics
+    extra: dict = field(default_factory=dict)  # fields this version does not know, kept as they were
+
+    @classmethod
+    def from_json(cls, data, where: str = "record") -> Record:
+        """The record ``data`` (a JSON object) holds; InputError naming ``where`` and the field at fault."""
+        if isinstance(data, Record):
+            return data
+        check_record(data, where)
+        known = {k: v for k, v in data.items() if k in _FIELDS}
+        return cls(**known, extra={k: v for k, v in data.items() if k not in _FIELDS})
+
+    def to_json(self) -> dict:
+        """The JSON object of records.jsonl (fields in the order a sweep writes them; optional
+        lm-eval fields only when set)."""
+        data = {name: getattr(self, name) for name in _JSON_ORDER}
+        data |= {name: getattr(self, name) for name in _SET_ONLY if getattr(self, name) is not None}
+        return data | self.extra
+
+    @property
+    def key(self) -> tuple:
+        """What identifies a record in a run: content, offset and variant."""
+        return (self.content_id, self.offset, self.variant)
+
+    def with_fields(self, fields_: dict) -> Record:
+        """This record with ``fields_`` set (a probe's grade); unknown names go to ``extra``."""
+        known = {k: v for k, v in fields_.items() if k in _FIELDS}
+        return replace(self, **known, extra=self.extra | {k: v for k, v in fields_.items() if k not in _FIELDS})
+
+
+_JSON_ORDER = (
+    "content_id", "offset", "phase", "step", "align", "anchor_pos", "key_pos", "value_pos", "answer_pos",
+    "same_window", "variant", "target", "correct", "logprob_target", "logprobs",
+)  # fmt: skip
+_SET_ONLY = ("padding", "task", "doc_id", "generation", "task_metrics")
+_FIELDS = {f.name for f in fields(Record)} - {"extra"}
+
+
 @dataclass
 class RecordFile:
-    records: list[dict]
+    records: list[Record]
     truncated_tail: bool  # the last line was cut short (an interrupted write) and is left out
     unterminated: bool = False  # the file does not end with a newline (an append would join two records)
 
 
-def record_key(record: dict) -> tuple:
-    """What identifies a record in a run: content, offset and variant (absent in older runs: 0)."""
-    return (record["content_id"], record["offset"], record.get("variant", 0))
+def as_records(items, where=lambda i: f"record {i}") -> list[Record]:
+    """``Record``s from records or JSON objects (the Python API takes either), each checked."""
+    return [Record.from_json(item, where(i)) for i, item in enumerate(items)]
 
 
 def _is_int(value) -> bool:
@@ -80,24 +144,24 @@ def check_record(record, where: str) -> None:
         )
 
 
-def check_records(records: list[dict], where=lambda i: f"record {i}") -> None:
-    """Every record valid; one step; one type of content id; no (content, offset, variant) twice."""
+def check_records(records: list[Record], where=lambda i: f"record {i}") -> None:
+    """One step; one type of content id; no (content, offset, variant) twice (each record was
+    checked when it was built)."""
     if not records:
         raise InputError("no records to analyze (records.jsonl is empty); run `phasescope sweep` first")
     seen: dict[tuple, int] = {}
     for i, record in enumerate(records):
-        check_record(record, where(i))
-        key = record_key(record)
+        key = record.key
         if key in seen:
             raise InputError(
                 f"{where(i)} repeats {where(seen[key])} (content {key[0]!r}, offset {key[1]}, variant {key[2]}); "
                 "delete one of them"
             )
         seen[key] = i
-    steps = {r["step"] for r in records}
+    steps = {r.step for r in records}
     if len(steps) != 1:
         raise InputError(f"records mix compression steps {sorted(steps)}; analyze one step at a time")
-    kinds = {type(r["content_id"]).__name__ for r in records}
+    kinds = {type(r.content_id).__name__ for r in records}
     if len(kinds) != 1:
         raise InputError(f"records mix content ids of types {sorted(kinds)}; use one type (all integers or all text)")
 
@@ -128,17 +192,18 @@ def read_records(path: Path) -> RecordFile:
         if not line.strip():
             raise InputError(f"{path} line {number} is empty; delete it (a sweep never writes empty lines)")
         try:
-            records.append(json.loads(line))
+            data = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(
                 f"{path} line {number} is not valid JSON ({err.msg}); the file was edited or damaged: fix or delete "
                 "that line (rerunning the sweep rescores deleted records)"
             ) from None
+        records.append(Record.from_json(data, f"{path} line {number}"))
     check_records_in_file(records, path)
     return RecordFile(records, truncated, unterminated=bool(text) and not text.endswith("\n"))
 
 
-def check_records_in_file(records: list[dict], path: Path) -> None:
+def check_records_in_file(records: list[Record], path: Path) -> None:
     if records:
         check_records(records, where=lambda i: f"{path} line {i + 1}")
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from phasescope.errors import InputError
-from phasescope.recordfile import read_records
+from phasescope.metricsfile import Metrics
+from phasescope.recordfile import Record, read_records
 from phasescope.runfiles import atomic_write_text, read_json
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000
 
 
-def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
+def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     """Statistics from ``records.jsonl`` alone; writes ``metrics.json`` (with the digest of the
     records it describes, so a report can tell when they changed)."""
     from phasescope.analysis.stats import analyze_records
@@ -55,8 +56,9 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> dict:
         metrics["records_note"] = "; ".join(n for n in notes if n)
     metrics["metrics_sha256"] = metrics_digest(metrics)
     # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
-    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False))
-    return metrics
+    text = json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False)
+    atomic_write_text(run_dir / "metrics.json", text)
+    return Metrics.from_json(json.loads(text), str(run_dir / "metrics.json"))  # what a later reader gets
 
 
 METRICS_SCHEMA = 2  # 2: verdict and log_score; a metrics.json of another schema is recomputed when read
@@ -69,14 +71,14 @@ def metrics_digest(metrics: dict) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def partial_note(spec: dict, records: list[dict]) -> str | None:
+def partial_note(spec: dict, records: list[Record]) -> str | None:
     """What an interrupted sweep leaves: fewer records than its spec plans (contents x offsets x
     renderings). lm-eval sweeps count documents per task, so they are not checked here."""
     offsets, samples = spec.get("offsets"), spec.get("samples")
     probe = str((spec.get("probe") or {}).get("probe", ""))
     if not isinstance(offsets, list) or not isinstance(samples, int) or probe.startswith("lm-eval"):
         return None
-    variants = len({r.get("variant", 0) for r in records})
+    variants = len({r.variant for r in records})
     planned = samples * len(offsets) * variants
     if len(records) >= planned:
         return None
@@ -90,7 +92,7 @@ def records_digest(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def current_metrics(run_dir: str | Path) -> dict:
+def current_metrics(run_dir: str | Path) -> Metrics:
     """The run's metrics.json, recomputed (``analyze``) when it is missing, unreadable, of an
     older schema, edited after `analyze` wrote it (its own digest differs; said in a warning), or
     describes other records than those on disk (its records digest differs)."""
@@ -102,6 +104,7 @@ def current_metrics(run_dir: str | Path) -> dict:
             current = read_json(metrics_path, "metrics")
         except InputError:
             current = None  # recomputed below from the records
+    current = current if isinstance(current, dict) else None
     records = run_dir / "records.jsonl"
     stale = current is None or not records.exists() or current.get("records_sha256") != records_digest(records)
     if stale or current.get("schema") != METRICS_SCHEMA:
@@ -113,7 +116,10 @@ def current_metrics(run_dir: str | Path) -> dict:
             stacklevel=2,
         )
         return analyze(run_dir)
-    return current
+    try:
+        return Metrics.from_json(current, str(metrics_path))
+    except InputError:  # a key missing although the digest matches: recomputed rather than half read
+        return analyze(run_dir)
 
 
 def report(run_dir: str | Path) -> Path:
@@ -121,8 +127,7 @@ def report(run_dir: str | Path) -> Path:
     disk: metrics.json is recomputed when it is missing, unreadable or older than the records."""
     from phasescope.reporting.html import write_report
 
-    current_metrics(run_dir)
-    return write_report(Path(run_dir))
+    return write_report(Path(run_dir), current_metrics(run_dir))
 
 
 def compare(runs, out: str | Path, labels: list[str] | None = None) -> Path:

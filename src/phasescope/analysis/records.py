@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from phasescope.recordfile import check_records
+from phasescope.recordfile import Record, as_records, check_records
 
 
 @dataclass
@@ -48,24 +48,26 @@ class RecordArrays:
     candidates_left_out: list[str] = field(default_factory=list)  # named in some records only
 
     @classmethod
-    def from_records(cls, records: list[dict]) -> RecordArrays:
+    def from_records(cls, records: list[Record] | list[dict]) -> RecordArrays:
+        """From ``Record``s or their JSON objects (each checked), all of one sweep."""
+        records = as_records(records)
         check_records(records)
-        step = int(records[0]["step"])
-        ids = sorted({r["content_id"] for r in records})
+        step = records[0].step
+        ids = sorted({r.content_id for r in records})
         index = {c: i for i, c in enumerate(ids)}
         shared, named = _candidate_names(records)
         return cls(
             step=step,
-            content=np.array([index[r["content_id"]] for r in records], dtype=np.int64),
+            content=np.array([index[r.content_id] for r in records], dtype=np.int64),
             content_ids=ids,
-            offset=np.array([r["offset"] for r in records], dtype=np.int64),
-            phase=np.array([r["phase"] for r in records], dtype=np.int64),
-            correct=np.array([float(r["correct"]) for r in records]),
-            logprob=np.array([float(r["logprob_target"]) for r in records]),
+            offset=np.array([r.offset for r in records], dtype=np.int64),
+            phase=np.array([r.phase for r in records], dtype=np.int64),
+            correct=np.array([float(r.correct) for r in records]),
+            logprob=np.array([float(r.logprob_target) for r in records]),
             margin=np.array([_margin(r) for r in records]),
-            same_window=np.array([_flag(r.get("same_window")) for r in records]),
-            variant=np.array([r.get("variant", 0) for r in records], dtype=np.int64),
-            candidate_logprobs={name: np.array([_number(r["logprobs"][name]) for r in records]) for name in shared},
+            same_window=np.array([_flag(r.same_window) for r in records]),
+            variant=np.array([r.variant for r in records], dtype=np.int64),
+            candidate_logprobs={name: np.array([_number(r.logprobs[name]) for r in records]) for name in shared},
             candidates_left_out=sorted(named - set(shared)),
         )
 
@@ -148,16 +150,16 @@ class RecordArrays:
         return out
 
 
-def _candidate_names(records: list[dict]) -> tuple[list[str], set[str]]:
+def _candidate_names(records: list[Record]) -> tuple[list[str], set[str]]:
     """Candidate names in every record (in the first record's order) and all names seen: a
     per-candidate average only means something for a candidate every record has (kv-retrieval
     names its distractors by their distance to the needle, which varies)."""
-    shared = set(records[0]["logprobs"])
+    shared = set(records[0].logprobs)
     named = set()
     for r in records:
-        shared &= set(r["logprobs"])
-        named |= set(r["logprobs"])
-    return [n for n in records[0]["logprobs"] if n in shared], named
+        shared &= set(r.logprobs)
+        named |= set(r.logprobs)
+    return [n for n in records[0].logprobs if n in shared], named
 
 
 def _number(value) -> float:
@@ -168,9 +170,8 @@ def _flag(value) -> float:
     return float("nan") if value is None else float(bool(value))
 
 
-def _margin(record: dict) -> float:
-    target = record.get("target", "right")
-    others = [v for k, v in record["logprobs"].items() if v is not None and k != target]
+def _margin(record: Record) -> float:
+    others = [v for k, v in record.logprobs.items() if v is not None and k != record.target]
     if not others:
         return float("nan")
-    return float(record["logprob_target"]) - max(others)
+    return float(record.logprob_target) - max(others)

@@ -24,18 +24,20 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
+from phasescope.recordfile import Record
+
 MIN_CONTENTS = 10  # as candidate probabilities: fewer documents give no interval
 
 
-def task_metrics(records: list[dict]) -> dict | None:
+def task_metrics(records: list[Record]) -> dict | None:
     """{task: {metric: summary}} from records with ``task_metrics``; None when no record has them."""
     values: dict = defaultdict(lambda: defaultdict(list))  # task -> metric -> [(content, offset, phase, value)]
     for r in records:
-        for metric, value in (r.get("task_metrics") or {}).items():
-            values[r.get("task", "task")][metric].append((r["content_id"], r["offset"], r["phase"], float(value)))
+        for metric, value in (r.task_metrics or {}).items():
+            values[r.task or "task"][metric].append((r.content_id, r.offset, r.phase, float(value)))
     if not values:
         return None
-    step = int(records[0]["step"])
+    step = records[0].step
     return {task: {m: summarize(rows, step) for m, rows in metrics.items()} for task, metrics in values.items()}
 
 

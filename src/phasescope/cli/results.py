@@ -24,9 +24,9 @@ def analyze(
     with console.status(f"analyzing {run_dir} ({resamples:,} bootstrap draws)"):
         metrics = run(run_dir, n_resamples=resamples)
     print_metrics(metrics, title=run_dir)
-    if metrics.get("records_note"):
-        console.print(f"[yellow]note:[/] {metrics['records_note']}", highlight=False)
-    for table in task_metric_tables(metrics.get("task_metrics") or {}):
+    if metrics.records_note:
+        console.print(f"[yellow]note:[/] {metrics.records_note}", highlight=False)
+    for table in task_metric_tables(metrics.task_metrics or {}):
         console.print(table)
     console.print(f"wrote {Path(run_dir) / 'metrics.json'}", highlight=False)
 
@@ -76,13 +76,11 @@ def export(
         console.print(f"wrote {path}")
 
 
-def print_metrics(metrics: dict, title: str) -> None:
-    """The verdict, the per-phase table (80 columns) and the detail lines of `analyze`."""
+def print_metrics(metrics, title: str) -> None:
+    """The verdict, the per-phase table (80 columns) and the detail lines of `analyze` (``metrics``: a ``Metrics``)."""
     from phasescope.reporting.terminal import detail_lines, phase_table, probability_renderables, verdict_text
 
-    verdict = verdict_text(metrics)
-    if verdict:
-        console.print(verdict, highlight=False)
+    console.print(verdict_text(metrics), highlight=False)
     console.print(phase_table(metrics, title))
     for line in detail_lines(metrics):
         console.print(line, highlight=False)
@@ -135,7 +133,7 @@ def compare(
     path = write_compare(compared, Path(out))
     console.print(rich_table(compared))
     for run in compared:
-        if verdict := (run.metrics.get("verdict") or {}).get("sentence"):
+        if verdict := run.metrics.verdict.sentence:
             console.print(f"[bold]{run.label}[/]: {verdict}", highlight=False)
     for line in run_notes(compared):
         console.print(f"note: {line}", highlight=False)

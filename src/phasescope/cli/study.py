@@ -122,8 +122,8 @@ def preferences(
         model_preferences,
         task_rows,
     )
+    from phasescope.metricsfile import phase_accuracy_file
     from phasescope.results import check_sweep_run_dir, current_metrics
-    from phasescope.runfiles import read_json
 
     if run and not (Path(run) / "metrics.json").is_file():
         check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
@@ -139,9 +139,10 @@ def preferences(
     if run:
         if (Path(run) / "records.jsonl").exists():
             metrics = current_metrics(run)  # analyzed first when metrics.json is missing or stale
-        else:  # a metrics.json without its records (copied from elsewhere): read as it is
-            metrics = read_json(Path(run) / "metrics.json", "metrics")
-        comparison = compare_with_run(prefs, metrics)
+            accuracy, step = metrics.phase_accuracy(), metrics.step
+        else:  # a metrics.json without its records (copied from elsewhere): only its phase accuracies are read
+            accuracy, step = phase_accuracy_file(Path(run) / "metrics.json")
+        comparison = compare_with_run(prefs, accuracy, step)
         prefs["run_comparison"] = comparison
         rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"
         console.print(

@@ -34,17 +34,18 @@ from phasescope.analysis.heads import (
 from phasescope.errors import InputError
 from phasescope.inspect.heads import MODES, Resample, ablate_heads, check_heads, head_sites, record_means
 from phasescope.inspect.kv_heads import check_kv_heads, hide_kv_entries, kv_sites
+from phasescope.recordfile import Record
 
 # what one ablation removes: a query head's output ("head"), or a KV head's compressed entries
 # ("kv-entries": hidden from every query head that reads them; inspect/kv_heads.py)
 COMPONENTS = ("head", "kv-entries")
 
 
-def _record_arrays(records: list[dict]):
-    keyed = sorted(records, key=lambda r: (r["content_id"], r["offset"], r.get("variant", 0)))
-    keys = [(r["content_id"], r["offset"], r.get("variant", 0)) for r in keyed]
-    correct = np.array([float(bool(r["correct"])) for r in keyed])
-    logprob = np.array([float(r["logprob_target"]) for r in keyed])
+def _record_arrays(records: list[Record]):
+    keyed = sorted(records, key=lambda r: r.key)
+    keys = [r.key for r in keyed]
+    correct = np.array([float(r.correct) for r in keyed])
+    logprob = np.array([float(r.logprob_target) for r in keyed])
     return keys, keyed, correct, logprob
 
 
@@ -62,7 +63,7 @@ class PairedSweep:
     base: tuple | None = None
     component: str = "head"
 
-    def run(self, heads: list[tuple[int, int]]) -> list[dict]:
+    def run(self, heads: list[tuple[int, int]]) -> list[Record]:
         import phasescope
 
         if self.component == "kv-entries":
@@ -75,7 +76,7 @@ class PairedSweep:
         with torch.no_grad(), ablate_heads(loaded.module, heads, self.mode, self.means, resample):
             return phasescope.sweep(loaded, self.probe, **self.kwargs).records
 
-    def baseline(self) -> list[dict]:
+    def baseline(self) -> list[Record]:
         import phasescope
 
         # mode mean replaces a head by its mean over this sweep's tokens: recorded only then
@@ -157,11 +158,11 @@ def ablation_matrix(
         kwargs["batch_size"] = batch_size
     paired = PairedSweep(loaded, probe, kwargs, mode, samples, component=component)
     base_records = paired.baseline()
-    phases = np.array([r["phase"] for r in base_records])
-    contents = np.array([r["content_id"] for r in base_records])
-    step = int(base_records[0]["step"])
+    phases = np.array([r.phase for r in base_records])
+    contents = np.array([r.content_id for r in base_records])
+    step = base_records[0].step
     per_head = {pair: paired.diffs([pair]) for pair in _progress(heads, progress, "removing one head at a time")}
-    offsets_of = np.array([r["offset"] for r in base_records])
+    offsets_of = np.array([r.offset for r in base_records])
     rows = head_statistics(per_head, phases, contents, step, seed, n_permutations, alpha, offsets_of)
     causal = causal_contrast(paired, per_head, phases, contents, step, top_k, seed, progress, offsets_of)
     correct = paired.base[2]

@@ -186,23 +186,23 @@ def phase_weights(prefs: dict) -> dict[int, float] | None:
     return {p: float(np.mean(v)) for p, v in sorted(sums.items())} or None
 
 
-def compare_with_run(prefs: dict, metrics: dict) -> dict:
-    """Spearman rank correlation of mean effective weight per phase with per-phase accuracy."""
+def compare_with_run(prefs: dict, accuracy: dict[int, float], step: int | None) -> dict:
+    """Spearman rank correlation of mean effective weight per phase with per-phase accuracy
+    (``accuracy``: phase -> a run's accuracy, ``Metrics.phase_accuracy()``; ``step``: the run's, None: unknown)."""
     from scipy.stats import spearmanr
 
     from phasescope.errors import InputError
 
     steps = sorted({layer["step"] for layer in prefs.get("layers", [])})
-    if metrics.get("step") is not None and steps and metrics["step"] not in steps:
+    if step is not None and steps and step not in steps:
         raise InputError(
-            f"--run: its phases are counted mod {metrics['step']}, but the model compresses every {steps}: pass a run "
+            f"--run: its phases are counted mod {step}, but the model compresses every {steps}: pass a run "
             "of this model (or swept with its step)"
         )
 
     by_phase = phase_weights(prefs) or {}
-    acc = {r["phase"]: r["accuracy"] for r in metrics["phases"] if r.get("accuracy") is not None}
-    phases = [p for p in sorted(by_phase) if p in acc]
-    result = {"phases": phases, "weight": [by_phase[p] for p in phases], "accuracy": [acc[p] for p in phases]}
+    phases = [p for p in sorted(by_phase) if p in accuracy]
+    result = {"phases": phases, "weight": [by_phase[p] for p in phases], "accuracy": [accuracy[p] for p in phases]}
     if len(phases) < 3:
         result.update(rho=None, p_value=None, note="fewer than 3 phases with both numbers: not estimable")
         return result

@@ -15,6 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from phasescope.errors import InputError
+from phasescope.recordfile import Record
 from phasescope.specs import Geometry, ProbeSpec
 
 
@@ -70,8 +71,9 @@ class ProbeItem:
     padding: dict | None = None
     # greedy generation after the prompt (run.generation.Generate: most tokens, stop); its ids go to ``grade``
     generate: object | None = None
-    # scored result -> fields merged into it (the probe's own metric, e.g. an lm-eval task's); JSON values
-    grade: Callable[[dict], dict] | None = None
+    # (scored Record, generated ids or None) -> fields set in the record (the probe's own metric,
+    # e.g. an lm-eval task's; Record fields or other names, JSON values)
+    grade: Callable[[Record, list[int] | None], dict] | None = None
 
 
 def check_depth_and_gaps(depth: float, kv_gaps: tuple[int, ...]) -> None:

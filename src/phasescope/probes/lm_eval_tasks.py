@@ -277,7 +277,7 @@ class Grader:
     text: object  # ids -> text, as lm-eval decodes a generation
     until: tuple[str, ...] = ()  # generate_until: the stop sequences (the task's, and the EOS text)
 
-    def __call__(self, record: dict, generated: list[int] | None = None) -> dict:
+    def __call__(self, record, generated: list[int] | None = None) -> dict:
         from lm_eval.models.utils import postprocess_generated_text
 
         task, doc = self.doc.task, self.doc
@@ -287,9 +287,9 @@ class Grader:
             responses = [text]
             fields["generation"] = text
         elif task.OUTPUT_TYPE == "multiple_choice":
-            responses = [(record["logprobs"][str(i)], False) for i in range(len(doc.instances))]
+            responses = [(record.logprobs[str(i)], False) for i in range(len(doc.instances))]
         else:
-            responses = [(record["logprobs"]["target"], bool(record["correct"]))]
+            responses = [(record.logprobs["target"], bool(record.correct))]
         metrics = self._metrics(responses)
         fields["task_metrics"] = metrics
         if metrics:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
+from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number
 from phasescope.runfiles import read_json
@@ -32,7 +33,7 @@ CAPTION = (
 class ComparedRun:
     label: str
     run_dir: Path
-    metrics: dict  # the run's current metrics.json
+    metrics: Metrics  # the run's current metrics.json
 
 
 def run_labels(paths: list[Path], labels: list[str] | None) -> list[str]:
@@ -61,23 +62,23 @@ def run_labels(paths: list[Path], labels: list[str] | None) -> list[str]:
 
 def offset_curve(run: ComparedRun) -> tuple[list[int], list[float]]:
     """Accuracy at each offset (metrics.json is current: ``compared_runs`` recomputes an older one)."""
-    return list(run.metrics["offsets"]), list(run.metrics["accuracy_by_offset"])
+    return list(run.metrics.offsets), list(run.metrics.accuracy_by_offset)
 
 
-def phase_cell(metrics: dict, phase: int, compact: bool = False) -> str:
+def phase_cell(metrics: Metrics, phase: int, compact: bool = False) -> str:
     """Accuracy with its interval (clustered by content); blank when the run's step has no such phase.
     ``compact`` (the console): two decimals, the interval without spaces or leading zeros."""
-    step = metrics["step"]
+    step = metrics.step
     if phase >= step:
         return ""
-    row = {r["phase"]: r for r in metrics["phases"]}.get(phase)
-    if row is None or row["accuracy"] is None:
+    row = {r.phase: r for r in metrics.phases}.get(phase)
+    if row is None or row.accuracy is None:
         return "n/a"
     boundary = "*" if phase == step - 1 else ""
     if compact:
-        ci = "" if row["ci_low"] is None else f" [{_short(row['ci_low'])},{_short(row['ci_high'])}]"
-        return f"{row['accuracy']:.2f}{ci}{boundary}"
-    return f"{row['accuracy']:.3f}{interval((row['ci_low'], row['ci_high']), '.3f')}{boundary}"
+        ci = "" if row.ci_low is None else f" [{_short(row.ci_low)},{_short(row.ci_high)}]"
+        return f"{row.accuracy:.2f}{ci}{boundary}"
+    return f"{row.accuracy:.3f}{interval((row.ci_low, row.ci_high), '.3f')}{boundary}"
 
 
 def _short(value: float) -> str:
@@ -85,8 +86,8 @@ def _short(value: float) -> str:
     return "1.0" if value >= 0.995 else f"{value:.2f}".removeprefix("0")
 
 
-def period_cell(metrics: dict) -> str:
-    period = metrics.get("period") or {}
+def period_cell(metrics: Metrics) -> str:
+    period = metrics.period
     if period.get("p_value") is None:
         return "not tested"
     other = " (not the step)" if period.get("kind") == "other" else ""
@@ -101,17 +102,17 @@ def comparison_table(runs: list[ComparedRun], compact: bool = False) -> tuple[li
     head = ["", *(run.label for run in runs)]
     rows = [
         ["verdict", *(verdict_cell(m) for m in ms)],
-        ["step", *(str(m["step"]) for m in ms)],
-        ["contents x offsets", *(f"{m['n_contents']} x {len(m['offsets'])}" for m in ms)],
+        ["step", *(str(m.step) for m in ms)],
+        ["contents x offsets", *(f"{m.n_contents} x {len(m.offsets)}" for m in ms)],
     ]
-    rows += [[f"phase {p}", *(phase_cell(m, p, compact) for m in ms)] for p in range(max(m["step"] for m in ms))]
+    rows += [[f"phase {p}", *(phase_cell(m, p, compact) for m in ms)] for p in range(max(m.step for m in ms))]
     rows += [
-        ["accuracy", *(f"{m['overall_accuracy']:.3f}" for m in ms)],
+        ["accuracy", *(f"{m.overall_accuracy:.3f}" for m in ms)],
         [
             "gap pp [95%]",
-            *(number(m["gap_pp"], ".1f", missing="withheld") + _interval(m.get("gap_ci_pp"), compact) for m in ms),
+            *(number(m.gap_pp, ".1f", missing="withheld") + _interval(m.gap_ci_pp, compact) for m in ms),
         ],
-        ["gap p", *(number(m.get("gap_p_value"), ".2g") for m in ms)],
+        ["gap p", *(number(m.gap_p_value, ".2g") for m in ms)],
         ["period", *(period_cell(m) for m in ms)],
     ]
     return head, rows
@@ -123,9 +124,9 @@ def _interval(pair, compact: bool) -> str:
     return interval(pair)
 
 
-def verdict_cell(metrics: dict) -> str:
+def verdict_cell(metrics: Metrics) -> str:
     """The verdict's kind in a word or two (its sentence is printed under the table)."""
-    return (metrics.get("verdict") or {}).get("kind") or "?"
+    return metrics.verdict.kind or "?"
 
 
 def rich_table(runs: list[ComparedRun]):
@@ -147,7 +148,7 @@ def run_notes(runs: list[ComparedRun]) -> list[str]:
     """What differs between the runs and would mislead a side-by-side reading (probes, steps,
     bootstrap counts), then each run's caveats (too few contents, every record right ...)."""
     notes = mixed_notes(runs)
-    notes += [f"{run.label}: {run.metrics['inference_note']}" for run in runs if run.metrics.get("inference_note")]
+    notes += [f"{run.label}: {run.metrics.inference_note}" for run in runs if run.metrics.inference_note]
     return notes
 
 
@@ -157,17 +158,17 @@ def mixed_notes(runs: list[ComparedRun]) -> list[str]:
     if len(set(probes.values())) > 1:
         named = ", ".join(f"{label}: {probe}" for label, probe in probes.items())
         notes.append(f"the runs use different probes ({named}): their accuracies are different tasks, not levels")
-    steps = {run.label: run.metrics["step"] for run in runs}
+    steps = {run.label: run.metrics.step for run in runs}
     if len(set(steps.values())) > 1:
         named = ", ".join(f"{label}: {step}" for label, step in steps.items())
         notes.append(f"the runs have different steps ({named}): each run's phases are counted mod its own step")
-    resamples = {run.label: run.metrics.get("n_resamples") for run in runs}
+    resamples = {run.label: run.metrics.n_resamples for run in runs}
     if len(set(resamples.values())) > 1:
         named = ", ".join(f"{label}: {n or 'unknown'}" for label, n in resamples.items())
         notes.append(
             f"the runs' p-values come from different bootstrap counts ({named}); the smallest p each can show differs"
         )
-    bounded = [f"{run.label} ({run.metrics['verdict']['kind']})" for run in runs if _bounded(run.metrics)]
+    bounded = [f"{run.label} ({run.metrics.verdict.kind})" for run in runs if _bounded(run.metrics)]
     if bounded:
         notes.append(
             f"at the ceiling or floor: {', '.join(bounded)}; accuracy cannot move there, so its gap is not a null "
@@ -176,8 +177,8 @@ def mixed_notes(runs: list[ComparedRun]) -> list[str]:
     return notes
 
 
-def _bounded(metrics: dict) -> bool:
-    return (metrics.get("verdict") or {}).get("kind") in ("ceiling", "floor")
+def _bounded(metrics: Metrics) -> bool:
+    return metrics.verdict.kind in ("ceiling", "floor")
 
 
 def probe_label(run: ComparedRun) -> str:
@@ -192,10 +193,10 @@ def probe_label(run: ComparedRun) -> str:
 def forest_rows(runs: list[ComparedRun]) -> list[tuple[str, float | None, list[float] | None]]:
     rows = []
     for run in runs:
-        gap, ci, p = (run.metrics.get(key) for key in ("gap_pp", "gap_ci_pp", "gap_p_value"))
+        gap, ci, p = run.metrics.gap_pp, run.metrics.gap_ci_pp, run.metrics.gap_p_value
         label = run.label + (f" (p = {p:.2g})" if p is not None else "")
         if _bounded(run.metrics):  # a gap of 0 at the ceiling is no evidence of no effect
-            label += f" ({run.metrics['verdict']['kind']}: cannot move)"
+            label += f" ({run.metrics.verdict.kind}: cannot move)"
         elif gap is not None and ci is None:  # too few contents: the dot stands alone, the label says why
             label += " (no interval)"
         rows.append((label, gap, ci))

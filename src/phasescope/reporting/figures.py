@@ -6,8 +6,8 @@ One meaning per colour in the per-phase figures (phase_accuracy, offset_accuracy
 margin_by_phase), so a reader learns it once:
 
 * ``WORST`` (red): the run's worst phase, one per run and the same in every figure — the
-  verdict's ``worst_phase``, else (older metrics.json) the lowest drift-adjusted accuracy, else
-  the lowest raw accuracy; none when every phase is equal (ceiling, floor).
+  verdict's ``worst_phase``, only when the verdict found an effect (a null run has a lowest
+  phase, not a worst one).
 * ``OTHER`` (blue): every other phase (raw values).
 * ``BOUNDARY`` (a hatch, never a colour; ``BOUNDARY_MARKER`` on dot plots): the boundary phase,
   step - 1. Being the boundary does not make a phase red; red and hatched when it is also worst.
@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from phasescope.metricsfile import Metrics  # noqa: E402
 from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
 
 WORST = "tab:red"
@@ -47,33 +48,27 @@ PERIOD = "tab:orange"
 NEUTRAL = "tab:gray"
 
 
-def worst_phase(metrics: dict) -> tuple[int | None, str]:
-    """The phase drawn ``WORST`` and what it is worst in (for the legend)."""
-    verdict = metrics.get("verdict")
-    if verdict:  # the verdict's rule, as in the tables: a null run has a lowest phase, not a worst one
-        worst = detected_worst(metrics)
-        basis = f"{verdict.get('phase_basis') or ''} {verdict.get('outcome') or 'accuracy'}".strip()
-        return (worst, basis) if worst is not None else (None, "")
-    for key, basis in (("adjusted_accuracy", "drift-adjusted accuracy"), ("accuracy", "raw accuracy")):
-        values = {r["phase"]: r[key] for r in metrics["phases"] if r.get(key) is not None}
-        if len(set(values.values())) > 1:  # all equal: no phase is worse than another
-            return min(values, key=values.get), basis
-    return None, ""
+def worst_phase(metrics: Metrics) -> tuple[int | None, str]:
+    """The phase drawn ``WORST`` and what it is worst in (for the legend): the verdict's rule, as
+    in the tables (a null run has a lowest phase, not a worst one)."""
+    worst = detected_worst(metrics)
+    basis = f"{metrics.verdict.phase_basis or ''} {metrics.verdict.outcome or 'accuracy'}".strip()
+    return (worst, basis) if worst is not None else (None, "")
 
 
-def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
+def phase_accuracy(metrics: Metrics, path: Path, title: str = "") -> None:
     """Raw accuracy per phase (bars, 95% intervals clustered by content when there are enough
     contents) and the drift-adjusted accuracy (dots, with the phase effect's interval)."""
-    rows = [r for r in metrics["phases"] if r["accuracy"] is not None]
-    phases = [r["phase"] for r in rows]
-    acc = np.array([r["accuracy"] for r in rows])
+    rows = [r for r in metrics.phases if r.accuracy is not None]
+    phases = [r.phase for r in rows]
+    acc = np.array([r.accuracy for r in rows])
     err = _raw_errors(rows, acc)
     fig, ax = plt.subplots(figsize=(7, 3.4))
     label = "raw, 95% CI by content" if err is not None else "raw (no interval: too few contents)"
     handles = _phase_bars(ax, metrics, phases, acc, err, label)
     spans = [_span(acc, err)] if rows else []
-    if adjusted := [r for r in rows if r["adjusted_accuracy"] is not None]:
-        x = np.array([r["phase"] for r in adjusted]) + 0.25
+    if adjusted := [r for r in rows if r.adjusted_accuracy is not None]:
+        x = np.array([r.phase for r in adjusted]) + 0.25
         y, y_err = _adjusted(adjusted)
         label = "drift-adjusted, phase effect's 95% CI"
         handles.append(ax.errorbar(x, y, yerr=y_err, fmt="o", color=ADJUSTED, capsize=3, label=label))
@@ -88,34 +83,34 @@ def phase_accuracy(metrics: dict, path: Path, title: str = "") -> None:
 
 
 def _raw_errors(rows: list[dict], acc: np.ndarray) -> np.ndarray | None:
-    if not rows or any(r["ci_low"] is None for r in rows):
+    if not rows or any(r.ci_low is None for r in rows):
         return None
-    low = np.clip(acc - np.array([r["ci_low"] for r in rows]), 0, None)  # float rounding at 0% / 100%
-    high = np.clip(np.array([r["ci_high"] for r in rows]) - acc, 0, None)
+    low = np.clip(acc - np.array([r.ci_low for r in rows]), 0, None)  # float rounding at 0% / 100%
+    high = np.clip(np.array([r.ci_high for r in rows]) - acc, 0, None)
     return np.array([low, high])
 
 
 def _adjusted(rows: list[dict]) -> tuple[np.ndarray, np.ndarray | None]:
     """Drift-adjusted accuracy and its error bars: the phase effect's interval (pp) around it."""
-    y = np.array([r["adjusted_accuracy"] for r in rows])
-    if any(r["effect_ci_pp"] is None for r in rows):
+    y = np.array([r.adjusted_accuracy for r in rows])
+    if any(r.effect_ci_pp is None for r in rows):
         return y, None
-    effect = np.array([r["effect_pp"] for r in rows])
-    ci = np.array([r["effect_ci_pp"] for r in rows])
+    effect = np.array([r.effect_pp for r in rows])
+    ci = np.array([r.effect_ci_pp for r in rows])
     # clip: an interval need not contain the point estimate, and errorbar refuses negative lengths
     return y, np.clip(np.array([effect - ci[:, 0], ci[:, 1] - effect]) / 100, 0, None)
 
 
-def offset_accuracy(metrics: dict, path: Path) -> None:
-    offsets = metrics["offsets"]
-    acc = np.array([np.nan if a is None else a for a in metrics["accuracy_by_offset"]], dtype=float)
-    period = metrics["period"]["detected"]
+def offset_accuracy(metrics: Metrics, path: Path) -> None:
+    offsets = metrics.offsets
+    acc = np.array([np.nan if a is None else a for a in metrics.accuracy_by_offset], dtype=float)
+    period = metrics.period["detected"]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     if period:
         for start in range(min(offsets), max(offsets) + 1, 2 * period):
             ax.axvspan(start - 0.5, start + period - 0.5, color=PERIOD, alpha=0.12)
     ax.plot(offsets, acc, "-", color=NEUTRAL, alpha=0.6)
-    phases = metrics.get("phase_by_offset") or [None] * len(offsets)
+    phases = metrics.phase_by_offset or [None] * len(offsets)
     for label, color, marker, at in _offset_groups(metrics, phases):
         ax.plot(np.array(offsets)[at], acc[at], marker, color=color, label=label)
     _legend(ax, ax.get_legend_handles_labels()[0])
@@ -125,17 +120,17 @@ def offset_accuracy(metrics: dict, path: Path) -> None:
     if np.isfinite(acc).any():
         _fit_unit_axis(ax, float(np.nanmin(acc)), float(np.nanmax(acc)))
     label = f"detected period {period}" if period else "no significant period"
-    if period and metrics["period"].get("kind") == "other":
+    if period and metrics.period.get("kind") == "other":
         label = f"a period-{period} pattern, not the step"
     ax.set_title(f"accuracy over offsets ({label}; shaded: alternate periods)", fontsize=9)
     _save(fig, path)
 
 
-def _offset_groups(metrics: dict, phases: list) -> list[tuple[str, str, str, np.ndarray]]:
+def _offset_groups(metrics: Metrics, phases: list) -> list[tuple[str, str, str, np.ndarray]]:
     """(legend label, colour, marker, mask over offsets) of the worst phase, the boundary phase
     and the others: the colours and marks of phase_accuracy's bars."""
     worst, basis = worst_phase(metrics)
-    boundary = metrics["step"] - 1
+    boundary = metrics.step - 1
     phases = np.array([-1 if p is None else p for p in phases])  # -1: an offset with no single phase
     worst_marker = BOUNDARY_MARKER if worst == boundary else "o"
     others = "other phases" if (phases >= 0).any() else "accuracy"
@@ -147,17 +142,17 @@ def _offset_groups(metrics: dict, phases: list) -> list[tuple[str, str, str, np.
     return [group for group in groups if group[3].any()]
 
 
-def periodogram(metrics: dict, path: Path) -> None:
-    explained = {int(p): v for p, v in (metrics["period"].get("explained") or {}).items()}
+def periodogram(metrics: Metrics, path: Path) -> None:
+    explained = {int(p): v for p, v in (metrics.period.get("explained") or {}).items()}
     periods = sorted(explained)
-    detected = metrics["period"]["detected"]
+    detected = metrics.period["detected"]
     fig, ax = plt.subplots(figsize=(5, 3.4))
     colors = [PERIOD if p == detected else NEUTRAL for p in periods]
     ax.bar(periods, [explained[p] for p in periods], color=colors)
     ax.set_xticks(periods)
     ax.set_xlabel("candidate period P")
     ax.set_ylabel("variance explained by d mod P\n(drift removed)")
-    p_value = metrics["period"].get("p_value")
+    p_value = metrics.period.get("p_value")
     ax.set_title(f"periodogram (period test p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
     if caption := _multiples_caption(explained, detected):
         # under the x label, left-aligned with the axes; the tight crop keeps it in the figure
@@ -189,18 +184,18 @@ def _multiples_caption(explained: dict[int, float], detected: int | None) -> str
     return textwrap.fill(text, 75)
 
 
-def margin_by_phase(metrics: dict, path: Path) -> None:
+def margin_by_phase(metrics: Metrics, path: Path) -> None:
     """Per-phase log score: the mean margin (or log p of the right answer, when the records name
-    no other candidate) with its 95% interval by content; an older metrics.json without
-    ``log_score`` gives the bare mean margins."""
-    score = metrics.get("log_score")
+    no other candidate) with its 95% interval by content; without ``log_score`` (nothing to
+    compare with) the bare mean margins."""
+    score = metrics.log_score
     if score:
         rows = [r for r in score["phases"] if r.get("mean") is not None]
         means = np.array([r["mean"] for r in rows])
         err = None if any(r.get("ci") is None for r in rows) else _interval_errors(means, [r["ci"] for r in rows])
         outcome = score.get("outcome", "margin")
     else:
-        rows = [{**r, "mean": r["mean_margin"]} for r in metrics["phases"] if r.get("mean_margin") is not None]
+        rows = [{"phase": r.phase, "mean": r.mean_margin} for r in metrics.phases if r.mean_margin is not None]
         means, err, outcome = np.array([r["mean"] for r in rows]), None, "margin"
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     label = "mean, 95% CI by content" if err is not None else "mean (no interval)"
@@ -222,11 +217,11 @@ def _interval_errors(center: np.ndarray, ci: list) -> np.ndarray:
     return np.clip(np.array([center - ci[:, 0], ci[:, 1] - center]), 0, None)
 
 
-def _phase_bars(ax, metrics: dict, phases: list[int], values, err, label: str) -> list:
+def _phase_bars(ax, metrics: Metrics, phases: list[int], values, err, label: str) -> list:
     """Bars per phase in the module's colours (``WORST``, ``OTHER``, ``BOUNDARY`` hatch), integer
     phase ticks; returns the legend handles."""
     worst, basis = worst_phase(metrics)
-    boundary = metrics["step"] - 1
+    boundary = metrics.step - 1
     colors = [WORST if p == worst else OTHER for p in phases]
     bars = ax.bar(phases, values, yerr=err, color=colors, alpha=0.6, capsize=4)
     for bar, phase in zip(bars, phases, strict=True):

@@ -7,6 +7,7 @@ import html
 import json
 from pathlib import Path
 
+from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.text import (
@@ -24,8 +25,8 @@ from phasescope.reporting.text import (
 from phasescope.runfiles import read_json
 
 
-def write_report(run_dir: Path) -> Path:
-    metrics = read_json(run_dir / "metrics.json", "metrics", "rerun `phasescope analyze`")
+def write_report(run_dir: Path, metrics: Metrics) -> Path:
+    """report.html and its figures for the run in ``run_dir``, whose current metrics are ``metrics``."""
     spec_path = run_dir / "spec.json"
     spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
     images = []
@@ -39,7 +40,7 @@ def write_report(run_dir: Path) -> Path:
     return out
 
 
-def _phase_table(metrics: dict) -> str:
+def _phase_table(metrics: Metrics) -> str:
     head = (
         "<tr><th>phase</th><th>n</th><th>accuracy</th><th>95% CI (by content)</th><th>drift-adjusted accuracy</th>"
         "<th>phase effect (pp) [95% CI]</th><th>mean log p</th><th>mean margin [95% CI]</th></tr>"
@@ -47,23 +48,21 @@ def _phase_table(metrics: dict) -> str:
     worst = detected_worst(metrics)
     margins = phase_margins(metrics)
     rows = []
-    for r in metrics["phases"]:
-        boundary = (" (boundary)" if r["phase"] == metrics["step"] - 1 else "") + (
-            " (worst)" if r["phase"] == worst else ""
-        )
-        margin, margin_ci = margins[r["phase"]]
-        ci = interval((r["ci_low"], r["ci_high"]), ".3f") if r["accuracy"] is not None else ""
+    for r in metrics.phases:
+        boundary = (" (boundary)" if r.phase == metrics.step - 1 else "") + (" (worst)" if r.phase == worst else "")
+        margin, margin_ci = margins[r.phase]
+        ci = interval((r.ci_low, r.ci_high), ".3f") if r.accuracy is not None else ""
         rows.append(
-            f"<tr><td>{r['phase']}{boundary}</td><td>{r['n']}</td>"
-            f"<td>{number(r['accuracy'], missing='not estimable')}</td><td>{ci}</td>"
-            f"<td>{number(r['adjusted_accuracy'])}</td>"
-            f"<td>{number(r['effect_pp'], '+.1f')}{interval(r['effect_ci_pp'])}</td>"
-            f"<td>{number(r['mean_logprob'])}</td><td>{number(margin)}{interval(margin_ci, '.3f')}</td></tr>"
+            f"<tr><td>{r.phase}{boundary}</td><td>{r.n}</td>"
+            f"<td>{number(r.accuracy, missing='not estimable')}</td><td>{ci}</td>"
+            f"<td>{number(r.adjusted_accuracy)}</td>"
+            f"<td>{number(r.effect_pp, '+.1f')}{interval(r.effect_ci_pp)}</td>"
+            f"<td>{number(r.mean_logprob)}</td><td>{number(margin)}{interval(margin_ci, '.3f')}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def _probability_table(metrics: dict) -> str:
+def _probability_table(metrics: Metrics) -> str:
     probabilities = probability_table(metrics)
     if probabilities is None:
         return ""
@@ -76,27 +75,24 @@ def _probability_table(metrics: dict) -> str:
     )
 
 
-def _verdict(metrics: dict) -> str:
-    """The one-sentence reading first (absent from a metrics.json written before it existed)."""
-    v = metrics.get("verdict")
-    if not v:
-        return ""
-    return f'<p class="verdict"><b>Verdict:</b> {html.escape(v["sentence"])}</p>'
+def _verdict(metrics: Metrics) -> str:
+    """The one-sentence reading first."""
+    return f'<p class="verdict"><b>Verdict:</b> {html.escape(metrics.verdict.sentence)}</p>'
 
 
-def _summary(metrics: dict) -> str:
+def _summary(metrics: Metrics) -> str:
     lines = [
-        f"overall accuracy {metrics['overall_accuracy']:.3f} over {metrics['n_records']} records "
-        f"({metrics['n_contents']} contents x {len(metrics['offsets'])} offsets)",
+        f"overall accuracy {metrics.overall_accuracy:.3f} over {metrics.n_records} records "
+        f"({metrics.n_contents} contents x {len(metrics.offsets)} offsets)",
         gap_line(metrics),
         period_line(metrics),
-        f"model: {metrics.get('model', '')} (trend degree {metrics.get('trend_degree')})",
+        f"model: {metrics.model} (trend degree {metrics.trend_degree})",
     ]
     lines += [line for line in (dependence_line(metrics), window_line(metrics)) if line]
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 
-def _page(run_dir: Path, metrics: dict, spec: dict, images: list[str]) -> str:
+def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
     figures = "".join(images)
     manifest_path = run_dir / "manifest.json"
     command = read_json(manifest_path, "sweep manifest").get("command") if manifest_path.exists() else None
@@ -107,7 +103,7 @@ def _page(run_dir: Path, metrics: dict, spec: dict, images: list[str]) -> str:
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}figure{{display:inline-block;margin:4px}}
 pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}
 .verdict{{font-size:1.15em;background:#f3f6fb;border-left:4px solid #4a6fa5;padding:8px 12px}}</style></head><body>
-<h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics["step"]}</p>
+<h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics.step}</p>
 {_verdict(metrics)}
 {_summary(metrics)}
 <h2>Per-phase accuracy</h2>{_phase_table(metrics)}

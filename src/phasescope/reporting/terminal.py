@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
+from phasescope.metricsfile import Metrics
 from phasescope.reporting.text import (
     dependence_line,
     detected_worst,
@@ -26,20 +27,19 @@ def tight(pair, fmt: str) -> str:
     return f" [{pair[0]:{fmt}},{pair[1]:{fmt}}]"
 
 
-def verdict_text(metrics: dict) -> str | None:
-    """The one-sentence reading (metrics.json's ``verdict``; None for a metrics.json written before it)."""
-    v = metrics.get("verdict")
-    return None if not v else f"[bold]verdict:[/] {v['sentence']}"
+def verdict_text(metrics: Metrics) -> str:
+    """The one-sentence reading (metrics.json's ``verdict``)."""
+    return f"[bold]verdict:[/] {metrics.verdict.sentence}"
 
 
-def phase_table(metrics: dict, title: str) -> Table:
+def phase_table(metrics: Metrics, title: str) -> Table:
     """Per-phase accuracy (clustered interval), drift-adjusted accuracy and effect, and the log-prob
     margin with its interval where the run has one. * marks the boundary phase, < the worst (when
     the verdict found an effect)."""
-    step = metrics["step"]
+    step = metrics.step
     worst = detected_worst(metrics)
     margins = phase_margins(metrics)
-    outcome = (metrics.get("log_score") or {}).get("outcome", "margin")
+    outcome = (metrics.log_score or {}).get("outcome", "margin")
     table = Table(
         title=f"{title}: step {step}",
         box=box.SIMPLE_HEAD,
@@ -50,16 +50,16 @@ def phase_table(metrics: dict, title: str) -> Table:
     )
     for col in ("phase", "n", "accuracy [95%]", "adj.", "effect pp [95%]", f"{outcome} [95%]"):
         table.add_column(col, justify="right", no_wrap=True)
-    for r in metrics["phases"]:
-        mark = ("*" if r["phase"] == step - 1 else "") + ("<" if r["phase"] == worst else "")
-        ci = (r["ci_low"], r["ci_high"]) if r["accuracy"] is not None else None
+    for r in metrics.phases:
+        mark = ("*" if r.phase == step - 1 else "") + ("<" if r.phase == worst else "")
+        ci = (r.ci_low, r.ci_high) if r.accuracy is not None else None
         table.add_row(
-            f"{r['phase']}{mark}",
-            str(r["n"]),
-            number(r["accuracy"], missing="n/a") + tight(ci, ".3f"),
-            number(r["adjusted_accuracy"]),
-            number(r["effect_pp"], "+.1f") + tight(r["effect_ci_pp"], ".1f"),
-            number(margins[r["phase"]][0], ".2f") + tight(margins[r["phase"]][1], ".2f"),
+            f"{r.phase}{mark}",
+            str(r.n),
+            number(r.accuracy, missing="n/a") + tight(ci, ".3f"),
+            number(r.adjusted_accuracy),
+            number(r.effect_pp, "+.1f") + tight(r.effect_ci_pp, ".1f"),
+            number(margins[r.phase][0], ".2f") + tight(margins[r.phase][1], ".2f"),
         )
     return table
 
@@ -71,12 +71,12 @@ def _caption() -> str:
     )
 
 
-def detail_lines(metrics: dict) -> list[str]:
+def detail_lines(metrics: Metrics) -> list[str]:
     lines = [gap_line(metrics), period_line(metrics), dependence_line(metrics), window_line(metrics)]
     return [line for line in lines if line]
 
 
-def probability_renderables(metrics: dict) -> list:
+def probability_renderables(metrics: Metrics) -> list:
     probabilities = probability_table(metrics)
     if probabilities is None:
         return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from phasescope.metricsfile import Metrics
+
 
 def number(value, fmt: str = ".3f", missing: str = "-") -> str:
     return missing if value is None else format(value, fmt)
@@ -14,66 +16,66 @@ def interval(pair, fmt: str = ".1f") -> str:
     return f" [{pair[0]:{fmt}}, {pair[1]:{fmt}}]"
 
 
-def detected_worst(metrics: dict) -> int | None:
+def detected_worst(metrics: Metrics) -> int | None:
     """The worst phase, when the verdict found an effect (a null run has a lowest phase, not a worst one)."""
-    v = metrics.get("verdict") or {}
-    found = v.get("kind") in ("effect", "ceiling", "floor") and v.get("p_value") is not None and v["p_value"] < 0.05
-    return v.get("worst_phase") if found else None
+    v = metrics.verdict
+    found = v.kind in ("effect", "ceiling", "floor") and v.p_value is not None and v.p_value < 0.05
+    return v.worst_phase if found else None
 
 
-def phase_margins(metrics: dict) -> dict[int, tuple[float | None, list | None]]:
+def phase_margins(metrics: Metrics) -> dict[int, tuple[float | None, list | None]]:
     """Per phase the mean log-prob margin and its interval clustered by content (``log_score``);
-    a metrics.json from before it: the plain mean margin, no interval."""
-    rows = (metrics.get("log_score") or {}).get("phases")
+    without it (no candidate to compare with): the plain mean margin, no interval."""
+    rows = (metrics.log_score or {}).get("phases")
     if rows:
         return {r["phase"]: (r["mean"], r["ci"]) for r in rows}
-    return {r["phase"]: (r.get("mean_margin"), None) for r in metrics["phases"]}
+    return {r.phase: (r.mean_margin, None) for r in metrics.phases}
 
 
-def gap_line(metrics: dict) -> str:
+def gap_line(metrics: Metrics) -> str:
     """The drift-adjusted, bias-corrected gap with its interval and p-value; the plug-in and raw
     max - min beside it; the notes (too few contents, a trend that cannot be separated, another
     period) after it."""
-    raw = metrics.get("gap_raw_pp")
-    if metrics.get("gap_pp") is None:
-        text = f"phase gap: drift-adjusted value withheld ({metrics.get('inference_note')})"
+    m, raw = metrics, metrics.gap_raw_pp
+    if m.gap_pp is None:
+        text = f"phase gap: drift-adjusted value withheld ({m.inference_note})"
         return text + (f"; raw max-min {raw:.1f} pp, drift not removed" if raw is not None else "")
-    text = f"phase gap {metrics['gap_pp']:.1f} pp{interval(metrics['gap_ci_pp'])} (drift-adjusted"
-    if metrics.get("gap_p_value") is not None:
-        text += f", bias-corrected; plug-in max-min {metrics['gap_plugin_pp']:.1f} pp"
+    text = f"phase gap {m.gap_pp:.1f} pp{interval(m.gap_ci_pp)} (drift-adjusted"
+    if m.gap_p_value is not None:
+        text += f", bias-corrected; plug-in max-min {m.gap_plugin_pp:.1f} pp"
     text += f"; raw max-min {raw:.1f} pp)" if raw is not None else ")"
-    if metrics.get("gap_p_value") is not None:
-        text += f", p = {metrics['gap_p_value']:.2g}; homogeneity p = {metrics['homogeneity_p_value']:.2g}"
-    if metrics.get("inference_note"):
-        text += f" ({metrics['inference_note']})"
+    if m.gap_p_value is not None:
+        text += f", p = {m.gap_p_value:.2g}; homogeneity p = {m.homogeneity_p_value:.2g}"
+    if m.inference_note:
+        text += f" ({m.inference_note})"
     return text
 
 
-def gap_title(metrics: dict) -> str:
+def gap_title(metrics: Metrics) -> str:
     """Short form for figure titles."""
-    if metrics.get("gap_pp") is None:
+    if metrics.gap_pp is None:
         return "drift-adjusted phase gap withheld"
-    p = f", p = {metrics['gap_p_value']:.2g}" if metrics.get("gap_p_value") is not None else ""
-    return f"drift-adjusted phase gap {metrics['gap_pp']:.1f} pp{interval(metrics['gap_ci_pp'])}{p}"
+    p = f", p = {metrics.gap_p_value:.2g}" if metrics.gap_p_value is not None else ""
+    return f"drift-adjusted phase gap {metrics.gap_pp:.1f} pp{interval(metrics.gap_ci_pp)}{p}"
 
 
-def period_line(metrics: dict) -> str:
+def period_line(metrics: Metrics) -> str:
     """The detected period, flagged when it is not the step (or a divisor of it)."""
-    period = metrics["period"]
+    period = metrics.period
     if period.get("p_value") is None:
         return f"period: not tested ({period.get('note') or 'no data'})"
     p = f"p = {period['p_value']:.2g}"
     if period.get("kind") == "other":
-        return f"a period-{period['detected']} pattern ({p}), not a step-phase effect (step {metrics['step']})"
+        return f"a period-{period['detected']} pattern ({p}), not a step-phase effect (step {metrics.step})"
     if period["detected"]:
         return f"detected period {period['detected']} ({p})"
     return f"no significant period ({p})"
 
 
-def dependence_line(metrics: dict) -> str | None:
+def dependence_line(metrics: Metrics) -> str | None:
     """How strongly each content's own answers depend on the phase (root mean square of its
     phase effects), next to the part every content shares."""
-    d = metrics.get("phase_dependence")
+    d = metrics.phase_dependence
     if not d:
         return None
     if d.get("rms_pp") is None:
@@ -86,17 +88,17 @@ def dependence_line(metrics: dict) -> str | None:
     return text + (f" ({d['note']})" if d.get("note") else "")
 
 
-def dependence_short(metrics: dict) -> str:
+def dependence_short(metrics: Metrics) -> str:
     """A few words for summaries (demo)."""
-    d = metrics.get("phase_dependence") or {}
+    d = metrics.phase_dependence or {}
     if d.get("rms_pp") is None:
         return ""
     return f"; per-content phase dependence {d['rms_pp']:.1f} pp{interval(d.get('ci_pp'))}"
 
 
-def window_line(metrics: dict) -> str | None:
+def window_line(metrics: Metrics) -> str | None:
     """Same-window vs split-window at equal value phase, or why the geometry cannot tell."""
-    w = metrics.get("windows")
+    w = metrics.windows
     if not w:
         return None
     if not w.get("separable"):
@@ -107,25 +109,25 @@ def window_line(metrics: dict) -> str | None:
     return text + f", format-adjusted; phases compared: {w['discordant_phases']}"
 
 
-def probability_table(metrics: dict) -> tuple[list[str], list[list[str]]] | None:
+def probability_table(metrics: Metrics) -> tuple[list[str], list[list[str]]] | None:
     """Header and rows of the per-phase mean probability of each candidate (analyze, report.html);
-    None when the records name no candidate in common (older metrics.json too)."""
-    table = metrics.get("candidate_probabilities")
+    None when the records name no candidate in common."""
+    table = metrics.candidate_probabilities
     if not table:
         return None
     names = table["candidates"]
     head = ["phase", "contents", *(f"P({name}) [95%]" for name in names)]
     rows = []
     for row in table["phases"]:
-        boundary = " (boundary)" if row["phase"] == metrics["step"] - 1 else ""
+        boundary = " (boundary)" if row["phase"] == metrics.step - 1 else ""
         cells = [number(row["mean"][n], missing="not estimable") + interval(row["ci"][n], ".3f") for n in names]
         rows.append([f"{row['phase']}{boundary}", str(row["n_contents"]), *cells])
     return head, rows
 
 
-def probability_line(metrics: dict) -> str | None:
+def probability_line(metrics: Metrics) -> str | None:
     """How the candidate probabilities were computed, and what is missing from them."""
-    table = metrics.get("candidate_probabilities")
+    table = metrics.candidate_probabilities
     if not table:
         return None
     return f"candidate probabilities: {table['method']}" + (f"; {table['note']}" if table.get("note") else "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phasescope.runfiles import read_json
+from phasescope.results import current_metrics
 
 # poolers with learned softmax weights over the window (mean pooling's weights are fixed)
 LEARNED_POOLERS = ("scalar_gate", "channel_gate", "channel_gate (V4)")
@@ -16,7 +16,8 @@ def preference_rho(model_spec: str, run_dir: Path) -> float | None:
     from phasescope.inspect.preferences import compare_with_run, load_for_preferences, model_preferences, task_rows
 
     prefs = model_preferences(load_for_preferences(model_spec), task_rows(model_spec, 64, 0), seed=0)
-    return compare_with_run(prefs, read_json(run_dir / "metrics.json", "metrics"))["rho"]
+    metrics = current_metrics(run_dir)
+    return compare_with_run(prefs, metrics.phase_accuracy(), metrics.step)["rho"]
 
 
 def add_preference_rhos(rows: list[dict]) -> None:

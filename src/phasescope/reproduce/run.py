@@ -74,7 +74,7 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
     result = row(entry, seed, model_dir, geo, step, metrics, run_dir, variant)
     if variant == "kv-gaps":
         result |= same_window_gap(run_dir, resamples)
-        result["same_minus_split_pp"] = (metrics.get("windows") or {}).get("same_minus_split_pp")
+        result["same_minus_split_pp"] = (metrics.windows or {}).get("same_minus_split_pp")
     return result
 
 
@@ -88,10 +88,10 @@ def probe_task(entry: Entry):
     return get_recipe(entry.post_of).task
 
 
-def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict, run_dir: Path, variant: str):
+def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m, run_dir: Path, variant: str):
     evaluation = final_eval(model_dir)
     if entry.post_of:  # its held-out evaluation is on the post-training rows: judged on the base task's sweep
-        has_learned = LEARNED_BAND[0] <= m["overall_accuracy"] <= LEARNED_BAND[1]
+        has_learned = LEARNED_BAND[0] <= m.overall_accuracy <= LEARNED_BAND[1]
     else:
         has_learned = learned(evaluation)
     return {
@@ -105,12 +105,12 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict,
         "rope": geo["rope"],
         "eval_accuracy": None if evaluation is None else evaluation["eval_accuracy"],
         "learned": has_learned,
-        "mean_accuracy": m["overall_accuracy"],
-        "gap_pp": m["gap_pp"],
-        "gap_ci_pp": m["gap_ci_pp"],
-        "gap_p": m["gap_p_value"],
-        "period": m["period"]["detected"],
-        "period_p": m["period"]["p_value"],
+        "mean_accuracy": m.overall_accuracy,
+        "gap_pp": m.gap_pp,
+        "gap_ci_pp": m.gap_ci_pp,
+        "gap_p": m.gap_p_value,
+        "period": m.period["detected"],
+        "period_p": m.period["p_value"],
         **margin_columns(m),
         "forward_passes": step if variant == "phase-ensemble" else 1,
         "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
@@ -118,9 +118,9 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m: dict,
     }
 
 
-def margin_columns(m: dict) -> dict:
+def margin_columns(m) -> dict:
     """The phase statistics of the log-prob margin (amendment 4: step 2 at the ceiling)."""
-    score = m.get("log_score") or {}
+    score = m.log_score or {}
     period = score.get("period") or {}
     return {
         "margin_gap": score.get("gap"),
@@ -133,17 +133,18 @@ def margin_columns(m: dict) -> dict:
 def same_window_gap(run_dir: Path, resamples: int = 1000) -> dict:
     """The phase gap among records whose key and value share a compression window."""
     from phasescope.analysis.stats import analyze_records
+    from phasescope.metricsfile import Metrics
     from phasescope.recordfile import read_records
 
-    records = [r for r in read_records(run_dir / "records.jsonl").records if r.get("same_window")]
+    records = [r for r in read_records(run_dir / "records.jsonl").records if r.same_window]
     if not records:
         return {"same_window_gap_pp": None, "same_window_ci_pp": None, "same_window_p": None}
-    m = analyze_records(records, seed=0, n_resamples=resamples)
-    present = [p["phase"] for p in m["phases"] if p["accuracy"] is not None]
+    m = Metrics.from_json(analyze_records(records, seed=0, n_resamples=resamples))
+    present = sorted(m.phase_accuracy())
     return {
-        "same_window_gap_pp": m["gap_pp"],
-        "same_window_ci_pp": m["gap_ci_pp"],
-        "same_window_p": m["gap_p_value"],
+        "same_window_gap_pp": m.gap_pp,
+        "same_window_ci_pp": m.gap_ci_pp,
+        "same_window_p": m.gap_p_value,
         "same_window_phases": present,
     }
 

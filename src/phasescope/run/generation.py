@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
+from phasescope.recordfile import Record
 
 PAD_ID = 0
 
 
-def grade_records(model, items: list[ProbeItem], records: list[dict]) -> None:
-    """Generate where asked, then merge each item's grade into its record (in place)."""
+def grade_records(model, items: list[ProbeItem], records: list[Record]) -> None:
+    """Generate where asked, then set each item's grade in its record (the list is updated in place)."""
     asked = [i for i, item in enumerate(items) if item.generate is not None]
     generated: dict[int, list[int]] = {}
     if asked:
@@ -28,7 +29,7 @@ def grade_records(model, items: list[ProbeItem], records: list[dict]) -> None:
         generated = dict(zip(asked, outputs, strict=True))
     for i, (item, record) in enumerate(zip(items, records, strict=True)):
         if item.grade is not None:
-            record.update(item.grade(record, generated.get(i)))
+            records[i] = record.with_fields(item.grade(record, generated.get(i)))
 
 
 def generate(model, items: list[ProbeItem]) -> list[list[int]]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from phasescope.backends.base import Backend, ScoringPlan, item_key
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement, judge
-from phasescope.recordfile import read_records, record_key
+from phasescope.recordfile import Record, read_records
 from phasescope.run.generation import grade_records
 from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
@@ -39,7 +39,7 @@ TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forwa
 @dataclass
 class SweepResult:
     run_dir: Path | None
-    records: list[dict]
+    records: list[Record]
     scored: int  # records scored by this call (0: the run was already complete)
     plan: dict | None = None  # with dry_run: what the sweep would cost, nothing scored or written
     geometry: Geometry | None = None  # what phases were counted with (step, window, align, L, its source)
@@ -52,31 +52,28 @@ def same_window(key_first: int, value_last: int, step: int, window: int, align: 
     return end - window + 1 <= key_first
 
 
-def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int) -> dict:
+def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int) -> Record:
     """The record of a scored item: its positions and phase, the backend's log-probs, and
     whether it was answered correctly (``probes.base.judge``)."""
-    scores = {"correct": judge(item, result), "logprob_target": result["logprob_target"]}
-    scores["logprobs"] = result["logprobs"]
-    rec = {
-        "content_id": item.content_id,
-        "offset": item.offset,
-        "phase": (item.anchor_pos - align) % step,
-        "step": step,
-        "align": align,
-        "anchor_pos": item.anchor_pos,
-        "key_pos": item.key_pos,
-        "value_pos": item.value_pos,
-        "answer_pos": item.answer_pos,
-        "same_window": None,
-        "variant": item.variant,
-        "target": item.target,
-        **scores,
-    }
-    if item.padding is not None:
-        rec["padding"] = item.padding
-    if item.key_pos is not None and item.value_last is not None:
-        rec["same_window"] = same_window(item.key_pos, item.value_last, step, window, align)
-    return rec
+    together = item.key_pos is not None and item.value_last is not None
+    return Record(
+        content_id=item.content_id,
+        offset=item.offset,
+        phase=(item.anchor_pos - align) % step,
+        step=step,
+        correct=judge(item, result),
+        logprob_target=result["logprob_target"],
+        logprobs=result["logprobs"],
+        align=align,
+        anchor_pos=item.anchor_pos,
+        key_pos=item.key_pos,
+        value_pos=item.value_pos,
+        answer_pos=item.answer_pos,
+        same_window=same_window(item.key_pos, item.value_last, step, window, align) if together else None,
+        variant=item.variant,
+        target=item.target,
+        padding=item.padding,
+    )
 
 
 def check_offsets(offsets: list[int], step: int) -> None:
@@ -236,7 +233,7 @@ def run_sweep(
             done = _open_run_dir(out, saved, model, checks.keys, make_manifest)
         total = len(checks.keys)
         scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total)
-    return SweepResult(out, sorted(done.values(), key=record_key), scored, geometry=geometry)
+    return SweepResult(out, sorted(done.values(), key=lambda r: r.key), scored, geometry=geometry)
 
 
 def spec_json(spec: SweepSpec, probe: Probe, samples: int, geometry: Geometry, batch_size: int, model: str) -> dict:
@@ -313,12 +310,12 @@ def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, 
             records = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
             if any(it.generate is not None or it.grade is not None for it in batch):
                 grade_records(model, batch, records)  # generation tasks, a probe's own metric (lm-eval)
-            fresh = [r for r in records if record_key(r) not in done]
+            fresh = [r for r in records if r.key not in done]
             for r in fresh:
-                done[record_key(r)] = r
+                done[r.key] = r
             if out is not None:
                 with (out / "records.jsonl").open("a") as f:  # one write per batch
-                    f.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in fresh))
+                    f.write("".join(json.dumps(r.to_json(), allow_nan=False) + "\n" for r in fresh))
             scored += len(fresh)
             if bar:
                 bar.advance(bar.task_ids[0], len(fresh))
@@ -390,16 +387,16 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
         atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
     found = read_records(out / "records.jsonl")
     for number, record in enumerate(found.records, start=1):
-        if record_key(record) not in planned:
+        if record.key not in planned:
             raise ProbeError(
-                f"{out / 'records.jsonl'} line {number} (content {record['content_id']!r}, offset {record['offset']}) "
+                f"{out / 'records.jsonl'} line {number} (content {record.content_id!r}, offset {record.offset}) "
                 f"is not part of this sweep; {fix}"
             )
     # a line cut by an interruption is dropped (it is rescored); a complete last line without its
     # newline gets one, so the next record is not appended onto it
     if found.truncated_tail or found.unterminated:
-        atomic_write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in found.records))
-    return {record_key(r): r for r in found.records}
+        atomic_write_text(out / "records.jsonl", "".join(json.dumps(r.to_json()) + "\n" for r in found.records))
+    return {r.key: r for r in found.records}
 
 
 def _without_model(spec: dict) -> dict:

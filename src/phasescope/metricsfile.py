@@ -1,0 +1,154 @@
+"""``metrics.json`` as typed values: ``Metrics`` (what `phasescope analyze` computes from a run's
+records), its rows per phase (``PhaseRow``) and its ``Verdict``.
+
+The statistics build the JSON (``analysis.stats.analyze_records``); everything that reads a
+run's metrics -- the terminal table, figures, report.html, compare, export, reproduce -- reads
+this object, so a misspelt statistic is an AttributeError at once rather than a silent ``None``.
+Sections that are statistics of their own (``period``, ``trend``, ``windows``,
+``phase_dependence``, ``candidate_probabilities``, ``log_score``, ``task_metrics``) stay JSON
+objects, described by the module that computes each (``analysis/period.py``, ...).
+``to_json`` gives back exactly the JSON read, so digests and files do not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+
+from phasescope.errors import InputError
+from phasescope.runfiles import read_json
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    """Accuracy at one phase: raw with its content-clustered interval, and the drift-adjusted effect."""
+
+    phase: int
+    n: int  # records
+    n_contents: int
+    accuracy: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mean_logprob: float | None  # mean log p of the right answer
+    mean_margin: float | None  # mean log p(right) - max log p(other candidates)
+    adjusted_accuracy: float | None  # overall accuracy + the phase's drift-adjusted effect
+    effect_pp: float | None  # drift-adjusted effect, percentage points
+    effect_ci_pp: list[float] | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The one plain reading of the statistics (``analysis/verdict.py``)."""
+
+    kind: str | None  # "phase effect", "no detectable effect", "other period", "withheld", "ceiling", ...
+    sentence: str | None
+    outcome: str  # "accuracy" or the log-prob "margin"
+    unit: str  # "pp" (accuracy) or "nats" (margin)
+    effect: float | None  # the gap, in ``unit``
+    effect_ci: list[float] | None
+    p_value: float | None
+    worst_phase: int | None
+    best_phase: int | None
+    phase_basis: str | None  # which scale worst/best were read on ("drift-adjusted" or "raw")
+    period: int | None  # the detected period, if any
+    boundary_phase: int  # step - 1: the last token of a compression window
+    raw_note: str | None  # raw accuracy is lowest elsewhere: both numbers
+    extra: dict = field(default_factory=dict)
+
+
+# written only when they are set (analyze adds them; analyze_records' own output lacks them)
+_SET_ONLY = ("task_metrics", "records_note", "n_resamples", "records_sha256", "schema", "metrics_sha256")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A run's statistics (``phasescope.analyze``); see docs/design.md, 'Statistics'."""
+
+    step: int
+    n_records: int
+    n_contents: int
+    n_informative_contents: int | None  # contents whose answers vary over offsets
+    offsets: list[int]
+    overall_accuracy: float
+    phases: list[PhaseRow]
+    accuracy_interval: str  # how the per-phase intervals are computed
+    model: str  # the statistical model, in words
+    trend_degree: int | None
+    trend: dict | None
+    gap_pp: float | None  # drift-adjusted, bias-corrected gap between the best and worst phase
+    gap_plugin_pp: float | None
+    gap_ci_pp: list[float] | None
+    gap_p_value: float | None
+    homogeneity_p_value: float | None
+    gap_raw_pp: float | None  # raw max - min accuracy over phases (drift not removed)
+    inference_note: str | None
+    period: dict  # analysis/period.py
+    accuracy_by_offset: list[float]
+    phase_by_offset: list[int]
+    windows: dict  # analysis/windows.py
+    phase_dependence: dict  # analysis/dependence.py
+    candidate_probabilities: dict  # analysis/candidates.py
+    log_score: dict | None  # analysis/log_score.py: the same statistics on the log-prob margin
+    verdict: Verdict
+    task_metrics: dict | None = None  # analysis/task_metrics.py (lm-eval probes)
+    records_note: str | None = None  # a partial run or a cut last line
+    n_resamples: int | None = None
+    records_sha256: str | None = None
+    schema: int | None = None
+    metrics_sha256: str | None = None
+    extra: dict = field(default_factory=dict)  # keys this version does not know, kept as they were
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "metrics") -> Metrics:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: metrics must be a JSON object, not {type(data).__name__}")
+        known = _known(cls, data, where)
+        known["phases"] = [PhaseRow(**_known(PhaseRow, row, f"{where}: phases")) for row in data["phases"]]
+        verdict = data["verdict"]
+        known["verdict"] = Verdict(**_known(Verdict, verdict, f"{where}: verdict"), extra=_extra(Verdict, verdict))
+        return cls(**known, extra=_extra(cls, data))
+
+    def to_json(self) -> dict:
+        """The JSON object metrics.json holds (``from_json``'s input, key for key)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        data = {k: v for k, v in data.items() if k not in _SET_ONLY or v is not None}
+        data["phases"] = [vars(row).copy() for row in self.phases]
+        verdict = {f.name: getattr(self.verdict, f.name) for f in fields(Verdict) if f.name != "extra"}
+        data["verdict"] = verdict | self.verdict.extra
+        return data | self.extra
+
+    def phase_accuracy(self) -> dict[int, float]:
+        """Raw accuracy per phase, for the phases that have records."""
+        return {row.phase: row.accuracy for row in self.phases if row.accuracy is not None}
+
+
+def phase_accuracy_file(path: Path) -> tuple[dict[int, float], int | None]:
+    """Phase -> accuracy and the step (None: not given) from a metrics.json read on its own, as
+    copied without its records (only ``phases`` with ``phase`` and ``accuracy`` is needed)."""
+    data = read_json(path, "metrics")
+    rows = data.get("phases") if isinstance(data, dict) else None
+    fix = 'it needs "phases": [{"phase": 0, "accuracy": 0.6}, ...]; or pass a run directory with its records.jsonl'
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("phase"), int) for r in rows):
+        raise InputError(f"{path}: no per-phase accuracy to read; {fix}")
+    accuracy = {r["phase"]: r["accuracy"] for r in rows if isinstance(r.get("accuracy"), (int, float))}
+    step = data.get("step")
+    return accuracy, step if isinstance(step, int) else None
+
+
+def _names(cls) -> set[str]:
+    return {f.name for f in fields(cls)} - {"extra"}
+
+
+def _known(cls, data: dict, where: str) -> dict:
+    """The fields of ``cls`` in ``data``; InputError naming any required one that is missing."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise InputError(f"{where} lacks {missing}; recompute it with `phasescope analyze RUN`")
+    return {k: v for k, v in data.items() if k in _names(cls)}
+
+
+def _extra(cls, data: dict) -> dict:
+    return {k: v for k, v in data.items() if k not in _names(cls)}
