@@ -24,6 +24,15 @@ STEP = 4
 GAP_9PP = (0.60, 0.66, 0.69, 0.64)  # phase 0 worst, phase 3 the boundary
 
 
+def period(explained: dict) -> dict:
+    """A step-period test result: period STEP detected (p = 0.001), ``explained`` its periodogram."""
+    tested = sorted(int(p) for p in explained)
+    return {
+        "detected": STEP, "p_value": 0.001, "kind": "step", "explained": explained, "trend_degree": 1,
+        "tested": tested, "untestable": {}, "note": None,
+    }  # fmt: skip
+
+
 def hand_metrics(acc=GAP_9PP, worst=0, verdict="effect", log_score="margin", explained=None) -> Metrics:
     """Metrics of the current schema, every number chosen: intervals +-3 pp, log-score means in
     nats with +-0.1 intervals. ``verdict``: the verdict's kind ("effect": found, p = 0.001)."""
@@ -70,12 +79,7 @@ def hand_metrics(acc=GAP_9PP, worst=0, verdict="effect", log_score="margin", exp
         "offsets": offsets,
         "accuracy_by_offset": [acc[d % STEP] + 0.01 * ((d * 7) % 3 - 1) for d in offsets],
         "phase_by_offset": [d % STEP for d in offsets],
-        "period": {
-            "detected": STEP,
-            "p_value": 0.001,
-            "kind": "step",
-            "explained": explained or {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12},
-        },
+        "period": period(explained or {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12}),
         "log_score": None,
         "verdict": {
             "kind": verdict,
@@ -95,8 +99,14 @@ def hand_metrics(acc=GAP_9PP, worst=0, verdict="effect", log_score="margin", exp
     }
     if log_score:
         means = [-1.0 + 2 * (a - mean) for a in acc] if log_score == "logprob" else [1.0 + a - mean for a in acc]
-        rows = [{"phase": p, "n_contents": 40, "mean": v, "ci": [v - 0.1, v + 0.1]} for p, v in enumerate(means)]
-        m["log_score"] = {"outcome": log_score, "unit": "nats", "phases": rows}
+        rows = [
+            {"phase": p, "n_contents": 40, "mean": v, "ci": [v - 0.1, v + 0.1], "effect": None, "effect_ci": None}
+            for p, v in enumerate(means)
+        ]
+        m["log_score"] = {
+            "outcome": log_score, "unit": "nats", "n_records": 960, "phases": rows, "gap": 0.2, "gap_ci": [0.1, 0.3],
+            "gap_p_value": 0.001, "homogeneity_p_value": 0.001, "trend_degree": 1, "period": period({}), "note": None,
+        }  # fmt: skip
     return Metrics.from_json(m)
 
 
@@ -271,7 +281,7 @@ def test_the_log_score_panel_shows_each_phase_mean_with_its_interval(drawn, tmp_
     (errors,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
     (caps,) = errors.lines[2]  # the vertical interval segments, one per phase
     ends = sorted((float(s[:, 1].min()), float(s[:, 1].max())) for s in caps.get_segments())
-    expected = sorted(tuple(r["ci"]) for r in metrics.log_score["phases"])
+    expected = sorted(tuple(r.ci) for r in metrics.log_score.phases)
     assert np.allclose(ends, expected)
     zero_line = [line for line in ax.get_lines() if list(line.get_ydata()) == [0, 0]]
     assert bool(zero_line) == (outcome == "margin")

@@ -8,7 +8,7 @@ import pytest
 
 import phasescope
 from phasescope.errors import InputError
-from phasescope.metricsfile import Metrics, PhaseRow, Verdict
+from phasescope.metricsfile import LogScore, MarginRow, Metrics, Period, PhaseRow, Verdict
 from phasescope.recordfile import Record, read_records
 from phasescope.results import current_metrics, metrics_digest
 
@@ -79,6 +79,9 @@ def test_metrics_are_typed_and_read_back_key_for_key(tmp_path):
     metrics = phasescope.analyze(run, n_resamples=200)
     assert isinstance(metrics, Metrics) and isinstance(metrics.verdict, Verdict)
     assert all(isinstance(row, PhaseRow) for row in metrics.phases) and metrics.step == 4
+    assert isinstance(metrics.period, Period) and isinstance(metrics.log_score, LogScore)
+    assert isinstance(metrics.log_score.period, Period) and isinstance(metrics.log_score.phases[0], MarginRow)
+    assert metrics.period.detected == 4 and metrics.log_score.outcome == "margin"
     on_disk = json.loads((run / "metrics.json").read_text())
     assert metrics.to_json() == on_disk
     assert metrics_digest(metrics.to_json()) == on_disk["metrics_sha256"]

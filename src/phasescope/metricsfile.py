@@ -1,18 +1,19 @@
 """``metrics.json`` as typed values: ``Metrics`` (what `phasescope analyze` computes from a run's
-records), its rows per phase (``PhaseRow``) and its ``Verdict``.
+records), its rows per phase (``PhaseRow``), its ``Verdict``, ``Period`` and ``LogScore``.
 
 The statistics build the JSON (``analysis.stats.analyze_records``); everything that reads a
 run's metrics -- the terminal table, figures, report.html, compare, export, reproduce -- reads
 this object, so a misspelt statistic is an AttributeError at once rather than a silent ``None``.
-Sections that are statistics of their own (``period``, ``trend``, ``windows``,
-``phase_dependence``, ``candidate_probabilities``, ``log_score``, ``task_metrics``) stay JSON
-objects, described by the module that computes each (``analysis/period.py``, ...).
+The period test (``Period``) and the margin statistics (``LogScore``, ``MarginRow``) are typed
+too; the descriptive sections (``trend``, ``windows``, ``phase_dependence``,
+``candidate_probabilities``, ``task_metrics``) stay JSON objects, described by the module that
+computes each (``analysis/windows.py``, ...).
 ``to_json`` gives back exactly the JSON read, so digests and files do not change.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -56,6 +57,49 @@ class Verdict:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Period:
+    """The period test over offsets (``analysis/period.py``)."""
+
+    detected: int | None  # the detected period (None: none, or not tested)
+    p_value: float | None  # None: not tested (``note`` says why)
+    kind: str | None  # "step": the step or a divisor of it; "other": another period
+    explained: dict[str, float]  # candidate period -> share of the drift-free variance its residues explain
+    trend_degree: int | None
+    tested: list[int]
+    untestable: dict[str, str]  # candidate period -> why it could not be tested
+    note: str | None
+
+
+@dataclass(frozen=True)
+class MarginRow:
+    """The log-prob margin at one phase: mean with its content-clustered interval, and the drift-adjusted effect."""
+
+    phase: int
+    n_contents: int
+    mean: float | None  # nats
+    ci: list[float] | None
+    effect: float | None
+    effect_ci: list[float] | None
+
+
+@dataclass(frozen=True)
+class LogScore:
+    """The phase statistics on the log-prob margin (``analysis/log_score.py``), in nats."""
+
+    outcome: str  # "margin", or "logprob" when the records name no other candidate
+    unit: str
+    n_records: int
+    phases: list[MarginRow]
+    gap: float | None
+    gap_ci: list[float] | None
+    gap_p_value: float | None
+    homogeneity_p_value: float | None
+    trend_degree: int | None
+    period: Period
+    note: str | None
+
+
 # written only when they are set (analyze adds them; analyze_records' own output lacks them)
 _SET_ONLY = ("task_metrics", "records_note", "n_resamples", "records_sha256", "schema", "metrics_sha256")
 
@@ -82,13 +126,13 @@ class Metrics:
     homogeneity_p_value: float | None
     gap_raw_pp: float | None  # raw max - min accuracy over phases (drift not removed)
     inference_note: str | None
-    period: dict  # analysis/period.py
+    period: Period
     accuracy_by_offset: list[float]
     phase_by_offset: list[int]
     windows: dict  # analysis/windows.py
     phase_dependence: dict  # analysis/dependence.py
     candidate_probabilities: dict  # analysis/candidates.py
-    log_score: dict | None  # analysis/log_score.py: the same statistics on the log-prob margin
+    log_score: LogScore | None  # the same statistics on the log-prob margin (None: no log-prob recorded)
     verdict: Verdict
     task_metrics: dict | None = None  # analysis/task_metrics.py (lm-eval probes)
     records_note: str | None = None  # a partial run or a cut last line
@@ -103,19 +147,20 @@ class Metrics:
         if not isinstance(data, dict):
             raise InputError(f"{where}: metrics must be a JSON object, not {type(data).__name__}")
         known = _known(cls, data, where)
-        known["phases"] = [PhaseRow(**_known(PhaseRow, row, f"{where}: phases")) for row in data["phases"]]
-        verdict = data["verdict"]
-        known["verdict"] = Verdict(**_known(Verdict, verdict, f"{where}: verdict"), extra=_extra(Verdict, verdict))
+        known["phases"] = [_typed(PhaseRow, row, f"{where}: phases") for row in data["phases"]]
+        known["verdict"] = _typed(Verdict, data["verdict"], f"{where}: verdict")
+        known["period"] = _typed(Period, data["period"], f"{where}: period")
+        if data["log_score"] is not None:
+            score = _known(LogScore, data["log_score"], f"{where}: log_score")
+            score["phases"] = [_typed(MarginRow, row, f"{where}: log_score phases") for row in score["phases"]]
+            score["period"] = _typed(Period, score["period"], f"{where}: log_score period")
+            known["log_score"] = LogScore(**score)
         return cls(**known, extra=_extra(cls, data))
 
     def to_json(self) -> dict:
         """The JSON object metrics.json holds (``from_json``'s input, key for key)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        data = {k: v for k, v in data.items() if k not in _SET_ONLY or v is not None}
-        data["phases"] = [vars(row).copy() for row in self.phases]
-        verdict = {f.name: getattr(self.verdict, f.name) for f in fields(Verdict) if f.name != "extra"}
-        data["verdict"] = verdict | self.verdict.extra
-        return data | self.extra
+        data = _json(self)
+        return {k: v for k, v in data.items() if k not in _SET_ONLY or v is not None}
 
     def phase_accuracy(self) -> dict[int, float]:
         """Raw accuracy per phase, for the phases that have records."""
@@ -133,6 +178,24 @@ def phase_accuracy_file(path: Path) -> tuple[dict[int, float], int | None]:
     accuracy = {r["phase"]: r["accuracy"] for r in rows if isinstance(r.get("accuracy"), (int, float))}
     step = data.get("step")
     return accuracy, step if isinstance(step, int) else None
+
+
+def _typed(cls, data: dict, where: str):
+    """``cls`` from the JSON object ``data`` (its unknown keys in ``extra`` where ``cls`` keeps them)."""
+    known = _known(cls, data, where)
+    return cls(**known, extra=_extra(cls, data)) if "extra" in {f.name for f in fields(cls)} else cls(**known)
+
+
+def _json(value):
+    """Plain JSON of typed values: dataclasses field by field, with their ``extra`` keys merged back."""
+    if is_dataclass(value):
+        data = {f.name: _json(getattr(value, f.name)) for f in fields(value) if f.name != "extra"}
+        return data | getattr(value, "extra", {})
+    if isinstance(value, list):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    return value
 
 
 def _names(cls) -> set[str]:

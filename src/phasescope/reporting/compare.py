@@ -88,10 +88,10 @@ def _short(value: float) -> str:
 
 def period_cell(metrics: Metrics) -> str:
     period = metrics.period
-    if period.get("p_value") is None:
+    if period.p_value is None:
         return "not tested"
-    other = " (not the step)" if period.get("kind") == "other" else ""
-    return f"{period['detected'] or 'none'}{other} (p = {period['p_value']:.2g})"
+    other = " (not the step)" if period.kind == "other" else ""
+    return f"{period.detected or 'none'}{other} (p = {period.p_value:.2g})"
 
 
 def comparison_table(runs: list[ComparedRun], compact: bool = False) -> tuple[list[str], list[list[str]]]:

@@ -104,7 +104,7 @@ def _adjusted(rows: list[dict]) -> tuple[np.ndarray, np.ndarray | None]:
 def offset_accuracy(metrics: Metrics, path: Path) -> None:
     offsets = metrics.offsets
     acc = np.array([np.nan if a is None else a for a in metrics.accuracy_by_offset], dtype=float)
-    period = metrics.period["detected"]
+    period = metrics.period.detected
     fig, ax = plt.subplots(figsize=(8, 3.2))
     if period:
         for start in range(min(offsets), max(offsets) + 1, 2 * period):
@@ -120,7 +120,7 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
     if np.isfinite(acc).any():
         _fit_unit_axis(ax, float(np.nanmin(acc)), float(np.nanmax(acc)))
     label = f"detected period {period}" if period else "no significant period"
-    if period and metrics.period.get("kind") == "other":
+    if period and metrics.period.kind == "other":
         label = f"a period-{period} pattern, not the step"
     ax.set_title(f"accuracy over offsets ({label}; shaded: alternate periods)", fontsize=9)
     _save(fig, path)
@@ -143,16 +143,16 @@ def _offset_groups(metrics: Metrics, phases: list) -> list[tuple[str, str, str, 
 
 
 def periodogram(metrics: Metrics, path: Path) -> None:
-    explained = {int(p): v for p, v in (metrics.period.get("explained") or {}).items()}
+    explained = {int(p): v for p, v in (metrics.period.explained or {}).items()}
     periods = sorted(explained)
-    detected = metrics.period["detected"]
+    detected = metrics.period.detected
     fig, ax = plt.subplots(figsize=(5, 3.4))
     colors = [PERIOD if p == detected else NEUTRAL for p in periods]
     ax.bar(periods, [explained[p] for p in periods], color=colors)
     ax.set_xticks(periods)
     ax.set_xlabel("candidate period P")
     ax.set_ylabel("variance explained by d mod P\n(drift removed)")
-    p_value = metrics.period.get("p_value")
+    p_value = metrics.period.p_value
     ax.set_title(f"periodogram (period test p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
     if caption := _multiples_caption(explained, detected):
         # under the x label, left-aligned with the axes; the tight crop keeps it in the figure
@@ -190,16 +190,16 @@ def margin_by_phase(metrics: Metrics, path: Path) -> None:
     compare with) the bare mean margins."""
     score = metrics.log_score
     if score:
-        rows = [r for r in score["phases"] if r.get("mean") is not None]
-        means = np.array([r["mean"] for r in rows])
-        err = None if any(r.get("ci") is None for r in rows) else _interval_errors(means, [r["ci"] for r in rows])
-        outcome = score.get("outcome", "margin")
+        rows = [(r.phase, r.mean, r.ci) for r in score.phases if r.mean is not None]
+        outcome = score.outcome
     else:
-        rows = [{"phase": r.phase, "mean": r.mean_margin} for r in metrics.phases if r.mean_margin is not None]
-        means, err, outcome = np.array([r["mean"] for r in rows]), None, "margin"
+        rows = [(r.phase, r.mean_margin, None) for r in metrics.phases if r.mean_margin is not None]
+        outcome = "margin"
+    means = np.array([mean for _, mean, _ in rows])
+    err = None if any(ci is None for *_, ci in rows) else _interval_errors(means, [ci for *_, ci in rows])
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     label = "mean, 95% CI by content" if err is not None else "mean (no interval)"
-    handles = _phase_bars(ax, metrics, [r["phase"] for r in rows], means, err, label)
+    handles = _phase_bars(ax, metrics, [phase for phase, *_ in rows], means, err, label)
     if outcome == "margin":
         ax.axhline(0, color="black", lw=0.8)  # above 0: the right answer is ahead of every other candidate
         ax.set_ylabel("mean margin (nats)")

@@ -39,7 +39,7 @@ def phase_table(metrics: Metrics, title: str) -> Table:
     step = metrics.step
     worst = detected_worst(metrics)
     margins = phase_margins(metrics)
-    outcome = (metrics.log_score or {}).get("outcome", "margin")
+    outcome = metrics.log_score.outcome if metrics.log_score else "margin"
     table = Table(
         title=f"{title}: step {step}",
         box=box.SIMPLE_HEAD,

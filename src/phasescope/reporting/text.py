@@ -26,9 +26,8 @@ def detected_worst(metrics: Metrics) -> int | None:
 def phase_margins(metrics: Metrics) -> dict[int, tuple[float | None, list | None]]:
     """Per phase the mean log-prob margin and its interval clustered by content (``log_score``);
     without it (no candidate to compare with): the plain mean margin, no interval."""
-    rows = (metrics.log_score or {}).get("phases")
-    if rows:
-        return {r["phase"]: (r["mean"], r["ci"]) for r in rows}
+    if metrics.log_score:
+        return {r.phase: (r.mean, r.ci) for r in metrics.log_score.phases}
     return {r.phase: (r.mean_margin, None) for r in metrics.phases}
 
 
@@ -62,13 +61,13 @@ def gap_title(metrics: Metrics) -> str:
 def period_line(metrics: Metrics) -> str:
     """The detected period, flagged when it is not the step (or a divisor of it)."""
     period = metrics.period
-    if period.get("p_value") is None:
-        return f"period: not tested ({period.get('note') or 'no data'})"
-    p = f"p = {period['p_value']:.2g}"
-    if period.get("kind") == "other":
-        return f"a period-{period['detected']} pattern ({p}), not a step-phase effect (step {metrics.step})"
-    if period["detected"]:
-        return f"detected period {period['detected']} ({p})"
+    if period.p_value is None:
+        return f"period: not tested ({period.note or 'no data'})"
+    p = f"p = {period.p_value:.2g}"
+    if period.kind == "other":
+        return f"a period-{period.detected} pattern ({p}), not a step-phase effect (step {metrics.step})"
+    if period.detected:
+        return f"detected period {period.detected} ({p})"
     return f"no significant period ({p})"
 
 

@@ -109,8 +109,8 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m, run_d
         "gap_pp": m.gap_pp,
         "gap_ci_pp": m.gap_ci_pp,
         "gap_p": m.gap_p_value,
-        "period": m.period["detected"],
-        "period_p": m.period["p_value"],
+        "period": m.period.detected,
+        "period_p": m.period.p_value,
         **margin_columns(m),
         "forward_passes": step if variant == "phase-ensemble" else 1,
         "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
@@ -120,13 +120,14 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m, run_d
 
 def margin_columns(m) -> dict:
     """The phase statistics of the log-prob margin (amendment 4: step 2 at the ceiling)."""
-    score = m.log_score or {}
-    period = score.get("period") or {}
+    score = m.log_score
+    if score is None:
+        return {"margin_gap": None, "margin_gap_ci": None, "margin_period": None, "margin_period_p": None}
     return {
-        "margin_gap": score.get("gap"),
-        "margin_gap_ci": score.get("gap_ci"),
-        "margin_period": period.get("detected"),
-        "margin_period_p": period.get("p_value"),
+        "margin_gap": score.gap,
+        "margin_gap_ci": score.gap_ci,
+        "margin_period": score.period.detected,
+        "margin_period_p": score.period.p_value,
     }
 
 
