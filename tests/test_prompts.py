@@ -134,7 +134,7 @@ def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen, tmp_
     metrics = phasescope.analyze(tmp_path / "hf", n_resamples=200)
     assert metrics.n_contents == 24
     # two windows of offsets: a drift cannot be told from a period, so no p-value, and the output says why
-    assert metrics.period["p_value"] is None and "3 windows or more" in metrics.period["note"]
+    assert metrics.period.p_value is None and "3 windows or more" in metrics.period.note
 
 
 def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen, tmp_path):

@@ -53,7 +53,7 @@ def planted_model():
 def test_planted_model_gives_period_four_and_full_gap(tmp_path):
     phasescope.sweep(planted_model(), task=TASK, samples=12, out=tmp_path, design="pad-prefix")  # 10+: tested
     metrics = phasescope.analyze(tmp_path, n_resamples=300)
-    assert metrics.period["detected"] == 4
+    assert metrics.period.detected == 4
     assert [round(r.accuracy, 3) for r in metrics.phases][3] < 0.2
     assert metrics.gap_pp > 80
     record = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
