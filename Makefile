@@ -33,7 +33,7 @@ test: venv vllm-venv
 	$(BIN)/ruff check src tests benchmarks docs experiments
 	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest
 
-# the suite without the tests marked slow (> 5 s) or vllm (tests/conftest.py); no vLLM install
+# the suite without the tests marked slow (> 2 s) or vllm (tests/conftest.py); no vLLM install
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not vllm"
 
