@@ -77,7 +77,8 @@ def planted_run(path, n_contents=24, offsets=16, step=4, seed=0):
 def test_metrics_are_typed_and_read_back_key_for_key(tmp_path):
     run = planted_run(tmp_path / "run")
     metrics = phasescope.analyze(run, n_resamples=200)
-    assert isinstance(metrics, Metrics) and isinstance(metrics.verdict, Verdict)
+    assert isinstance(metrics, phasescope.Metrics) and isinstance(metrics.verdict, Verdict)
+    assert phasescope.Metrics is Metrics and phasescope.Record is Record
     assert all(isinstance(row, PhaseRow) for row in metrics.phases) and metrics.step == 4
     assert isinstance(metrics.period, Period) and isinstance(metrics.log_score, LogScore)
     assert isinstance(metrics.log_score.period, Period) and isinstance(metrics.log_score.phases[0], MarginRow)

@@ -6,7 +6,7 @@ when used.
 
 from phasescope.version import __version__
 
-__all__ = ["__version__", "analyze", "compare", "load_run", "report", "sweep"]
+__all__ = ["Metrics", "Record", "__version__", "analyze", "compare", "load_run", "report", "sweep"]
 
 
 def __getattr__(name: str):
@@ -19,4 +19,12 @@ def __getattr__(name: str):
         from phasescope.export import load_run
 
         return load_run
+    if name == "Metrics":  # what analyze returns (phasescope.metricsfile; no torch)
+        from phasescope.metricsfile import Metrics
+
+        return Metrics
+    if name == "Record":  # one line of records.jsonl (phasescope.recordfile; no torch)
+        from phasescope.recordfile import Record
+
+        return Record
     raise AttributeError(f"module 'phasescope' has no attribute {name!r}")
