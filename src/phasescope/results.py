@@ -118,7 +118,7 @@ def current_metrics(run_dir: str | Path) -> Metrics:
         return analyze(run_dir)
     try:
         return Metrics.from_json(current, str(metrics_path))
-    except InputError:  # a key missing although the digest matches: recomputed rather than half read
+    except (InputError, TypeError):  # a key missing or misshapen although the digest matches: recomputed
         return analyze(run_dir)
 
 
