@@ -106,3 +106,11 @@ def test_every_command_line_option_is_a_spec_field():
 
     assert set(SWEEP_OPTIONS) - set(OPTION_SECTION) == {"model"}
     assert set(OPTION_SECTION) - set(SWEEP_OPTIONS) == {"backoff"}  # Python only: retry timing of served models
+
+
+def test_lists_and_ranges_from_python_become_the_same_spec():
+    from phasescope.specs import ProbeSpec
+
+    assert SweepSpec("m", offsets=range(8)) == SweepSpec("m", offsets=tuple(range(8)))
+    assert ProbeSpec(kv_gaps=[0, 1]) == ProbeSpec(kv_gaps=(0, 1))
+    hash(SweepSpec("m", probe=ProbeSpec(kv_gaps=[0, 1]), offsets=[0, 1, 2, 3, 4, 5, 6, 7]))  # frozen: hashable

@@ -25,6 +25,7 @@ def test_a_swept_line_reads_and_writes_back_unchanged():
     line = json.dumps(SWEPT)
     record = Record.from_json(json.loads(line))
     assert json.dumps(record.to_json()) == line  # same keys, same order: a rewritten file keeps its digest
+    assert record.line() == line + "\n"  # what the sweep appends and a repair rewrites
     assert record.key == (3, 5, 1) and record.logprobs["d+1"] is None and record.extra == {}
 
 

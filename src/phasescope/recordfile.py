@@ -66,6 +66,10 @@ class Record:
         data |= {name: getattr(self, name) for name in _SET_ONLY if getattr(self, name) is not None}
         return data | self.extra
 
+    def line(self) -> str:
+        """The record's line in records.jsonl, newline included (never a NaN: the file is strict JSON)."""
+        return json.dumps(self.to_json(), allow_nan=False) + "\n"
+
     @property
     def key(self) -> tuple:
         """What identifies a record in a run: content, offset and variant."""

@@ -94,6 +94,7 @@ class ProbeSpec:
         gaps = list(self.kv_gaps)
         if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
             raise InputError(f"--kv-gaps {self.kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
+        object.__setattr__(self, "kv_gaps", tuple(gaps))  # a list or range from Python: one comparable value
         for name in ("probe_file", "include_path"):  # a Path from Python: spec.json holds text
             if isinstance(getattr(self, name), Path):
                 object.__setattr__(self, name, str(getattr(self, name)))
@@ -158,6 +159,7 @@ class SweepSpec:
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", tuple(self.offsets))  # a list or range from Python: one comparable value
         if not self.offsets or min(self.offsets) < 0:
             raise InputError(f"offsets must be a non-empty list of integers >= 0; got {list(self.offsets)}")
         if self.samples is not None and not 1 <= self.samples <= MAX_SAMPLES:
@@ -229,19 +231,13 @@ def sweep_settings(model: str, **options) -> tuple[SweepSpec, RunOptions]:
                 f"{name!r} is not a sweep option; {hint}the options are {', '.join(sorted(OPTION_SECTION))}"
             )
         sections[OPTION_SECTION[name]]["name" if name == "probe" else name] = value
-    probe = sections["probe"]
-    if "kv_gaps" in probe:
-        probe["kv_gaps"] = tuple(probe["kv_gaps"])
-    sweep = sections["sweep"]
-    if "offsets" in sweep:
-        sweep["offsets"] = tuple(sweep["offsets"])
     spec = SweepSpec(
         model,
-        ProbeSpec(**probe),
+        ProbeSpec(**sections["probe"]),
         GeometryOverrides(**sections["geometry"]),
         remedies=Remedies(**sections["remedies"]),
         backend=replace(base, **sections["backend"]),
-        **sweep,
+        **sections["sweep"],
     )
     return spec, RunOptions(**sections["run"])
 

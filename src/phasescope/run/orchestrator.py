@@ -315,7 +315,7 @@ def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, 
                 done[r.key] = r
             if out is not None:
                 with (out / "records.jsonl").open("a") as f:  # one write per batch
-                    f.write("".join(json.dumps(r.to_json(), allow_nan=False) + "\n" for r in fresh))
+                    f.write("".join(r.line() for r in fresh))
             scored += len(fresh)
             if bar:
                 bar.advance(bar.task_ids[0], len(fresh))
@@ -395,7 +395,7 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
     # a line cut by an interruption is dropped (it is rescored); a complete last line without its
     # newline gets one, so the next record is not appended onto it
     if found.truncated_tail or found.unterminated:
-        atomic_write_text(out / "records.jsonl", "".join(json.dumps(r.to_json()) + "\n" for r in found.records))
+        atomic_write_text(out / "records.jsonl", "".join(r.line() for r in found.records))
     return {r.key: r for r in found.records}
 
 
