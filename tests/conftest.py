@@ -16,6 +16,10 @@ from phasescope.model import Decoder, ModelConfig
 torch.set_num_threads(2)
 
 SLOW = (
+    "tests/test_mixed_phases.py::test_a_real_tokenizer_sweep_gets_a_tested_verdict",
+    "tests/test_mixed_phases.py::test_defect_1_",
+    "tests/test_mixed_phases.py::test_contents_correlated_with_their_start_phase",
+    "tests/test_mixed_phases.py::test_lm_eval_like_documents",
     "tests/test_readme.py::test_readme_demo_output_is_what_the_demo_prints",
     "tests/test_real_tokenizers.py::test_every_probe_runs_end_to_end_on_a_tiny_model_with_the_real_tokenizer",
     "tests/test_reproduce.py::test_reproduce_end_to_end_on_shipped_models",

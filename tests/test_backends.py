@@ -83,12 +83,15 @@ def test_chat_template_only_when_asked_and_its_tokens_count_in_every_position(tm
         "{% if add_generation_prompt %}<bot>{% endif %}"
     )
     model = tiny_qwen3(tmp_path / "m", tok)
-    plain = phasescope.sweep(f"hf:{model}", step=4, samples=1).records
-    chat = phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True).records
+    plain = phasescope.sweep(f"hf:{model}", step=4, samples=1, same_phase=False).records
+    chat = phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True, same_phase=False).records
     prefix = len(tok.encode("<user>", add_special_tokens=False))
     bos = 1  # the plain prompt starts with the tokenizer's BOS; the template replaces it
     for a, b in zip(plain, chat, strict=True):
         assert b.anchor_pos == a.anchor_pos - bos + prefix and b.key_pos == a.key_pos - bos + prefix
         assert b.phase == (b.anchor_pos - b.align) % 4
+    # --same-phase (the default) counts the template's tokens: offset d is phase d mod 4 in the chat prompt too
+    aligned = phasescope.sweep(f"hf:{model}", step=4, samples=2, chat_template=True).records
+    assert all(r.phase == r.offset % 4 for r in aligned)
     with pytest.raises(ProbeError, match="no chat template"):
         phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True, tokenizer=word_tokenizer())

@@ -95,6 +95,7 @@ def hand_metrics(acc=GAP_9PP, worst=0, verdict="effect", log_score="margin", exp
             "period": STEP,
             "boundary_phase": STEP - 1,
             "raw_note": None,
+            "claims": ["gap", "period"] if found else [],
         },
     }
     if log_score:
@@ -217,7 +218,8 @@ def test_no_phase_is_red_when_the_verdict_found_no_effect(drawn, tmp_path):
     """The tables' rule: a run without a detected effect (here a ceiling run whose margin shows
     none) has a lowest phase, not a worst one."""
     metrics = hand_metrics()
-    metrics = replace(metrics, verdict=replace(metrics.verdict, kind="ceiling", p_value=0.68, outcome="margin"))
+    no_claim = replace(metrics.verdict, kind="ceiling", p_value=0.68, outcome="margin", claims=[])
+    metrics = replace(metrics, verdict=no_claim)
     figures.phase_accuracy(metrics, tmp_path / "phase_accuracy.png")
     figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
     for fig in drawn:

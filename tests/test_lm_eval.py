@@ -210,3 +210,17 @@ def test_phasescope_ensemble_is_an_lm_eval_model(setup, monkeypatch):
         f"base=hf,pretrained={setup['model']},step=4,device=cpu", {"device": "cuda:0", "batch_size": 2}
     )
     assert lm.batch_size == 2 and lm.step == 4
+
+
+def test_documents_of_their_own_lengths_get_a_tested_verdict(setup, tmp_path, monkeypatch):
+    """Issue #29: every document has its own length, so offset 0 lands on its own phase; the run
+    still analyzes to a tested verdict (here in the log-prob margin: the tiny random model gives
+    each document the same answer at every offset)."""
+    import phasescope
+
+    monkeypatch.chdir(ROOT)
+    run = phasescope.sweep(f"hf:{setup['model']}", "lm-eval:ps_capitals", step=4, include_path=TASKS, out=tmp_path)
+    starts = {r.phase for r in run.records if r.offset == 0}
+    assert len(starts) >= 3 and len(run.records) == 24 * 24
+    verdict = phasescope.analyze(tmp_path, n_resamples=499).verdict
+    assert verdict.p_value is not None and verdict.effect_ci is not None and "not tested" not in verdict.sentence

@@ -106,7 +106,7 @@ def test_the_verdict_reads_an_effect_on_the_drift_adjusted_scale_and_says_when_r
     ("changes", "kind", "words"),
     [
         (
-            {"gap_p_value": 0.4, "gap_ci_pp": [0.0, 4.1], "gap_pp": 1.0},
+            {"gap_p_value": 0.4, "gap_ci_pp": [0.0, 4.1], "gap_pp": 1.0, "period": {"detected": None, "p_value": 0.3}},
             "no effect",
             "an effect above 4.1 pp is unlikely",
         ),

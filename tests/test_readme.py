@@ -20,7 +20,7 @@ def _comparable(output: str) -> list[str]:
     """Lines that do not depend on the machine: no progress bars, no timing."""
     lines = []
     for line in output.splitlines():
-        if not line.strip() or "demo finished in" in line or re.search(r"sweep .*━|\d+/\d+", line):
+        if not line.strip() or "demo finished in" in line or re.search(r"sweep .*━|\d+/\d+|^\s*rec/s\s*$", line):
             continue
         lines.append(line.rstrip())
     return lines

@@ -97,9 +97,14 @@ def prepare_sweep(spec: SweepSpec, model=None, **inputs) -> Prepared:
 
 def run_prepared(prepared: Prepared, spec: SweepSpec, run: RunOptions, command: str | None = None):
     """Score the prepared sweep (``run_sweep``): resumable, with a progress bar when asked."""
+    from phasescope.analysis.design import design_check
     from phasescope.run.orchestrator import run_sweep
 
-    return run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command or spec.command(run))
+    spec = spec.with_offsets_for(prepared.geometry.step)
+    result = run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command or spec.command(run))
+    if result.plan is not None:  # the dry run also says whether these offsets can test the gap and the period
+        result.plan["design"] = design_check(spec.offsets, prepared.geometry.step)
+    return result
 
 
 _UNKNOWN_RAW_WINDOW = (

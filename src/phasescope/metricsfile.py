@@ -54,6 +54,8 @@ class Verdict:
     period: int | None  # the detected period, if any
     boundary_phase: int  # step - 1: the last token of a compression window
     raw_note: str | None  # raw accuracy is lowest elsewhere: both numbers
+    claims: list[str] = field(default_factory=list)  # what the verdict claims: "gap", "period", "dependence"
+    adjusted_p: dict[str, float] = field(default_factory=dict)  # Holm-adjusted p of each test the verdict reads
     extra: dict = field(default_factory=dict)
 
 
@@ -63,12 +65,14 @@ class Period:
 
     detected: int | None  # the detected period (None: none, or not tested)
     p_value: float | None  # None: not tested (``note`` says why)
-    kind: str | None  # "step": the step or a divisor of it; "other": another period
+    kind: str | None  # "step": the step or a divisor of it; "multiple": a multiple of the step; "other": another
     explained: dict[str, float]  # candidate period -> share of the drift-free variance its residues explain
     trend_degree: int | None
     tested: list[int]
     untestable: dict[str, str]  # candidate period -> why it could not be tested
     note: str | None
+    multiple_p: float | None = None  # kind "multiple" (a multiple of the step): its residues beyond the step's phases
+    step_component_p: float | None = None  # kind "multiple": the step's own phases inside that model
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,9 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     return Metrics.from_json(json.loads(text), str(run_dir / "metrics.json"))  # what a later reader gets
 
 
-METRICS_SCHEMA = 2  # 2: verdict and log_score; a metrics.json of another schema is recomputed when read
+# 2: verdict and log_score; 3: the verdict's claims under one alpha (Holm), mixed start phases;
+# a metrics.json of another schema is recomputed when read
+METRICS_SCHEMA = 3
 
 
 def metrics_digest(metrics: dict) -> str:

@@ -85,6 +85,7 @@ class ProbeSpec:
     chat_template: bool = False
     probe_file: str | None = None  # padding-completion: your own prompts
     include_path: str | None = None  # lm-eval: a directory of local task YAML files
+    same_phase: bool = True  # text kv-retrieval: every content's anchor at the same phase at each offset
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
@@ -117,6 +118,7 @@ class ProbeSpec:
         args += ["--chat-template"] if self.chat_template else []
         args += ["--probe-file", self.probe_file] if self.probe_file else []
         args += ["--include-path", self.include_path] if self.include_path else []
+        args += [] if self.same_phase else ["--mixed-phase"]
         return args
 
 
@@ -152,16 +154,17 @@ class SweepSpec:
     model: str
     probe: ProbeSpec = field(default_factory=ProbeSpec)
     geometry: GeometryOverrides = field(default_factory=GeometryOverrides)
-    offsets: tuple[int, ...] = tuple(range(24))
+    offsets: tuple[int, ...] | None = None  # None: default_offsets(step), once the model's step is known
     samples: int | None = None
     seed: int = 0
     remedies: Remedies = field(default_factory=Remedies)
     backend: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "offsets", tuple(self.offsets))  # a list or range from Python: one comparable value
-        if not self.offsets or min(self.offsets) < 0:
-            raise InputError(f"offsets must be a non-empty list of integers >= 0; got {list(self.offsets)}")
+        if self.offsets is not None:  # a list or range from Python: one comparable value
+            object.__setattr__(self, "offsets", tuple(self.offsets))
+            if not self.offsets or min(self.offsets) < 0:
+                raise InputError(f"offsets must be a non-empty list of integers >= 0; got {list(self.offsets)}")
         if self.samples is not None and not 1 <= self.samples <= MAX_SAMPLES:
             raise InputError(
                 f"--samples {self.samples} is invalid; allowed: 1 to {MAX_SAMPLES:,} contents (each is scored at every "
@@ -170,9 +173,14 @@ class SweepSpec:
         if self.seed < 0:
             raise InputError(f"--seed {self.seed} is invalid; allowed: an integer >= 0")
 
+    def with_offsets_for(self, step: int) -> SweepSpec:
+        """This sweep with its offsets fixed: the default ones for ``step`` when none were given."""
+        return self if self.offsets is not None else replace(self, offsets=default_offsets(step))
+
     def to_argv(self, run: RunOptions | None = None) -> list[str]:
         """The `phasescope sweep` arguments that reproduce this sweep (and ``run``'s options)."""
-        args = ["--model", self.model, *self.probe.argv(), "--offsets", offsets_text(self.offsets)]
+        offsets = [] if self.offsets is None else ["--offsets", offsets_text(self.offsets)]
+        args = ["--model", self.model, *self.probe.argv(), *offsets]
         args += ["--seed", str(self.seed), *_flag("samples", self.samples), *self.geometry.argv()]
         args += self.backend.argv() + self.remedies.argv()
         return args + (run.argv() if run is not None else [])
@@ -183,7 +191,7 @@ class SweepSpec:
     def to_json(self) -> dict:
         """The sweep as plain JSON (recorded in spec.json under "sweep")."""
         data = asdict(self)
-        data["offsets"] = list(self.offsets)
+        data["offsets"] = None if self.offsets is None else list(self.offsets)
         data["probe"]["kv_gaps"] = list(self.probe.kv_gaps)
         data["backend"] = {k: v for k, v in data["backend"].items() if k in ("dtype", "compress", "tokenizer")}
         return data
@@ -352,6 +360,16 @@ def compress_fields(text: str) -> dict | None:
     if "step" not in fields:
         raise InputError(f"--compress {text!r}: the step s is required, e.g. mean:s=4,w=4,L=128")
     return fields
+
+
+WINDOWS_FOR_PERIOD = 6  # windows of the step the default offsets cover: the period test's candidates need them
+MIN_DEFAULT_OFFSETS = 24
+
+
+def default_offsets(step: int) -> tuple[int, ...]:
+    """Offsets 0 .. max(24, 6 step) - 1: six windows of the step at least, so the gap and the
+    period test can separate the phases from a drift (0:24 at step 4, 0:48 at step 8)."""
+    return tuple(range(max(MIN_DEFAULT_OFFSETS, WINDOWS_FOR_PERIOD * step)))
 
 
 def offsets_text(offsets) -> str:

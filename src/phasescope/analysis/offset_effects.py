@@ -9,7 +9,17 @@ model, contents as clusters)::
 
 ``alpha`` absorbs each content's difficulty, so ``delta`` compares columns *within* contents:
 a hard content that is missing at some phase cannot make that phase look bad (a pooled mean
-per offset would). ``delta`` of the first column is 0; the others are differences from it.
+per offset would).
+
+Contents that start at different phases (a real tokenizer: each content's answer lands at its
+own phase at offset 0) share no column: content A is seen at (0, 1), (1, 2), ..., content B at
+(0, 2), (1, 3), .... The columns then fall into *components* (columns linked through some
+content), and ``delta`` is identified only within a component: its first column is 0 in each,
+the others are differences from it. Stage 2 gives every component its own intercept and one
+shared drift and phase effects, so components are compared through the shared trend -- which
+is exactly why drift and phase are separable when contents start at different phases.
+Columns whose component holds no other column (contents seen at one column only) carry no
+within-content comparison and are left out.
 
 Everything later (the drift trend, phase effects, gap, homogeneity, period, lack of fit) is a
 linear function of ``delta``, fitted in stage 2 (``trend``, ``phase_effects``, ``period``), so one
@@ -21,7 +31,7 @@ Shape legend: M cells, J columns, B bootstrap draws, K stage-2 coefficients.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,14 +46,26 @@ class OffsetEffects:
     offset: np.ndarray  # [J]
     phase: np.ndarray  # [J]
     weight: np.ndarray  # [J] records in each column
-    effect: np.ndarray  # [J] delta (column 0 is the reference, 0)
-    cov: np.ndarray  # [J,J] cluster-robust covariance (row and column 0 are zero)
+    effect: np.ndarray  # [J] delta (each component's first column is its reference, 0)
+    cov: np.ndarray  # [J,J] cluster-robust covariance (the reference columns' rows and columns are zero)
     n_contents: int  # contents with records
     n_informative: int  # contents whose answers are not all the same
     model: ClusterFit | None = None  # stage 1's fit, for the bootstrap (None: too few contents to bootstrap)
     rng: np.random.Generator | None = None
     n_boot: int = 0
     _draws: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    component: np.ndarray | None = None  # [J] the component of each column (None: one component)
+    estimated: np.ndarray | None = None  # [J] True where delta is a free parameter (not a reference)
+
+    def __post_init__(self):
+        if self.component is None:
+            self.component = np.zeros(len(self.offset), dtype=np.int64)
+        if self.estimated is None:
+            self.estimated = np.arange(len(self.offset)) > 0
+
+    @property
+    def n_components(self) -> int:
+        return int(self.component.max()) + 1 if len(self.component) else 0
 
     @property
     def inference(self) -> bool:
@@ -63,10 +85,14 @@ class OffsetEffects:
     def _boot(self) -> tuple[np.ndarray, np.ndarray]:
         if self._draws is None:
             deltas, covs = zip(*self.model.draws(self.rng, self.n_boot), strict=True)
-            self._draws = (
-                np.pad(np.concatenate(deltas), ((0, 0), (1, 0))),
-                np.pad(np.concatenate(covs), ((0, 0), (1, 0), (1, 0))),
-            )
+            deltas, covs = np.concatenate(deltas), np.concatenate(covs)
+            free = np.flatnonzero(self.estimated)
+            n_cols = len(self.offset)
+            full_delta = np.zeros((len(deltas), n_cols))
+            full_delta[:, free] = deltas
+            full_cov = np.zeros((len(covs), n_cols, n_cols))
+            full_cov[:, free[:, None], free[None, :]] = covs
+            self._draws = (full_delta, full_cov)
         return self._draws
 
     def aligned(self) -> bool:
@@ -98,6 +124,20 @@ def linear(fx: OffsetEffects, a: np.ndarray, with_cov: bool = True) -> Linear:
     return Linear(a @ fx.effect, a @ fx.cov @ a.T, boot, boot_cov)
 
 
+def components(col: np.ndarray, content: np.ndarray, n_cols: int, n_contents: int) -> np.ndarray:
+    """[J] the component of each column: columns are linked when some content is seen at both
+    (connected components of the content-column graph), numbered in order of their first column."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = n_cols + n_contents
+    edges = coo_matrix((np.ones(len(col)), (col, n_cols + content)), shape=(n, n))
+    _, label = connected_components(edges, directed=False)
+    _, first = np.unique(label[:n_cols], return_index=True)
+    order = np.argsort(np.argsort(first))  # components numbered by their first column
+    return order[np.unique(label[:n_cols], return_inverse=True)[1].reshape(-1)]
+
+
 def columns(cells: Cells) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (offset, phase) pairs [J,2] sorted by offset, and each cell's column [M]."""
     pairs, index = np.unique(np.stack([cells.offset, cells.phase], axis=1), axis=0, return_inverse=True)
@@ -120,25 +160,46 @@ def informative_contents(cells: Cells) -> int:
 
 
 def fit_offset_effects(cells: Cells, rng: np.random.Generator, n_boot: int) -> OffsetEffects | None:
-    """Stage 1 with its wild cluster bootstrap; None when some column is not comparable within any
-    content (every content seen there is seen nowhere else)."""
+    """Stage 1 with its wild cluster bootstrap; None when no two columns are compared within a
+    content."""
+    cells = _comparable(cells)
+    if cells is None:
+        return None
     pairs, col = columns(cells)
     n_cols = len(pairs)
     weight = np.bincount(col, weights=cells.n, minlength=n_cols)
     n_contents = int((np.bincount(cells.content, minlength=cells.n_contents) > 0).sum())
     informative = informative_contents(cells)
-    if n_cols < 2:
-        return None
-    dummies = (col[:, None] == np.arange(1, n_cols)[None]).astype(float)
+    component = components(col, cells.content, n_cols, cells.n_contents)
+    estimated = np.ones(n_cols, dtype=bool)
+    estimated[np.unique(component, return_index=True)[1]] = False  # each component's first column: its reference
+    free = np.flatnonzero(estimated)
+    dummies = (col[:, None] == free[None]).astype(float)
     x = within(dummies, cells.content, cells.n, cells.n_contents)
     if not full_rank(x, cells.n):
         return None
     y = within(cells.accuracy, cells.content, cells.n, cells.n_contents)
     model = fit(x, y, cells.n, cells.content, cells.n_contents)
+    effect = np.zeros(n_cols)
+    effect[free] = model.beta
     cov = np.zeros((n_cols, n_cols))
-    cov[1:, 1:] = model.covariance
-    fx = OffsetEffects(pairs[:, 0], pairs[:, 1], weight, np.r_[0.0, model.beta], cov, n_contents, informative)
+    cov[free[:, None], free[None, :]] = model.covariance
+    fx = OffsetEffects(
+        pairs[:, 0], pairs[:, 1], weight, effect, cov, n_contents, informative, component=component, estimated=estimated
+    )
     if informative >= MIN_CONTENTS and n_boot > 0:
         # a generator of its own, spawned now: the draws are the same whenever they are first used
         fx.model, fx.rng, fx.n_boot = model, np.random.default_rng(rng.integers(2**63)), n_boot
     return fx
+
+
+def _comparable(cells: Cells) -> Cells | None:
+    """The cells of contents seen at two columns or more (the others carry no within-content
+    comparison); None when fewer than two columns remain."""
+    _, col = columns(cells)
+    seen = np.unique(np.stack([cells.content, col], axis=1), axis=0)
+    keep = np.bincount(seen[:, 0], minlength=cells.n_contents)[cells.content] >= 2
+    if not keep.any():
+        return None
+    kept = replace(cells, **{name: getattr(cells, name)[keep] for name in ("content", "offset", "phase", "n", "k")})
+    return kept if len(columns(kept)[0]) >= 2 else None

@@ -42,11 +42,20 @@ from scipy.stats import chi2
 from phasescope.analysis.cluster_ols import bootstrap_p
 from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, linear
 from phasescope.analysis.phase_effects import WALD_TOL, _wald
-from phasescope.analysis.trend import MAX_INFLATION, MIN_CYCLES, TrendChoice, design, inflation, wls_map
+from phasescope.analysis.trend import (
+    MAX_INFLATION,
+    MIN_CYCLES,
+    TrendChoice,
+    design,
+    inflation,
+    select_trend,
+    wls_map,
+)
 
 
 def candidates(offsets: np.ndarray) -> list[int]:
     """Periods whose every residue class holds MIN_CYCLES offsets."""
+    offsets = np.unique(offsets)
     out = []
     for period in range(2, len(offsets) // MIN_CYCLES + 1):
         if np.bincount(offsets % period, minlength=period).min() >= MIN_CYCLES:
@@ -54,15 +63,26 @@ def candidates(offsets: np.ndarray) -> list[int]:
     return out
 
 
+def residues(fx: OffsetEffects, period: int, step: int) -> np.ndarray | str:
+    """[J] each column's place in a cycle of ``period`` tokens, or why the columns do not fix it.
+    Aligned sweeps: ``offset mod period`` (every content's anchor moves with the offset from one
+    base). Contents that start at different phases: the anchor's phase fixes ``position mod
+    period`` only for a period that divides the step (``phase mod period``)."""
+    if fx.aligned():
+        return fx.offset % period
+    if step % period == 0:
+        return fx.phase % period
+    return (
+        f"period {period}: contents start at different phases, and a column fixes the answer's position only "
+        f"modulo the step ({step}); periods that do not divide it need a sweep whose contents start at one phase "
+        "(--same-phase)"
+    )
+
+
 def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None, alpha: float = 0.05) -> dict:
     """``trend``: the phase-effects model's trend (None or without a degree: not separable)."""
     if fx is None:
         return _none("no offset is compared within a content")
-    if not fx.aligned():
-        return _none(
-            "records at one offset have different phases (the probe does not align every content's anchor); "
-            "period detection needs one phase per offset"
-        )
     periods = candidates(fx.offset)
     if not periods:
         return _none(f"{len(fx.offset)} offsets identify no candidate period (each residue class needs {MIN_CYCLES})")
@@ -70,7 +90,7 @@ def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None
         return _none(f"the drift over offsets cannot be separated from a periodic pattern: {trend and trend.note}")
     fits, untestable = {}, {}
     for period in periods:
-        fitted = _candidate(fx, period, trend.degree)
+        fitted = _candidate(fx, period, step, trend.degree)
         if isinstance(fitted, str):
             untestable[period] = fitted
         else:
@@ -88,20 +108,75 @@ def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None
             "note": f"only {fx.n_informative} content samples whose answers vary: the period test needs at least "
             f"{MIN_CONTENTS} (raise --samples); the periodogram describes these contents only"
         }
-    return result | _test(fits, step, alpha)
+    found = _test(fits, step, alpha)
+    if found.get("kind") == "step":
+        found |= _multiple(fx, step, [q for q in periods if q % step == 0 and q > step and q not in fits], alpha)
+    return result | found
 
 
-def _candidate(fx: OffsetEffects, period: int, degree: int) -> dict | str:
+def _multiple(fx: OffsetEffects, step: int, multiples: list[int], alpha: float) -> dict:
+    """A pattern that repeats every P = k·step tokens on top of the step's phases (period 8 at
+    step 4: one window in two is worse). The phases' trend is flexible enough to absorb such a
+    pattern (it is chosen next to the step's phases only), so each multiple gets its own trend,
+    chosen and checked next to its residues, and the test is whether residues mod P differ
+    beyond the step's phases (Bonferroni over the multiples tried). Run only once the step's
+    own period is detected."""
+    passed = {}
+    for period in multiples:
+        residue = residues(fx, period, step)
+        if isinstance(residue, str):
+            continue
+        choice = select_trend(fx, residue, f"residue mod {period}")
+        if choice.degree is None or not choice.checked:
+            continue
+        fitted = _candidate(fx, period, step, choice.degree)
+        if isinstance(fitted, str):
+            continue
+        finer = _finer_p(fitted, period, step)
+        if finer < alpha / max(len(multiples), 1):
+            passed[period] = (finer, _step_part_p(fitted, period, step))
+    if not passed:
+        return {}
+    period = min(passed)
+    finer, step_part = passed[period]
+    note = (
+        f"a period-{period} pattern: the step's phases (step {step}, p = {step_part:.2g}) and a pattern that repeats "
+        f"every {period} tokens beyond them (p = {finer:.2g})"
+    )
+    return {"detected": period, "kind": "multiple", "multiple_p": finer, "step_component_p": step_part, "note": note}
+
+
+def _step_part_p(fit: dict, period: int, step: int) -> float:
+    """Bootstrap p-value of the step's component inside a period-P model: the residues' means over
+    each phase (residues r and r + step, r + 2 step, ...) differ."""
+    n_cols = fit["x"].shape[1]
+    index = n_cols - period
+    means = np.zeros((step, n_cols))
+    for r in range(1, period):
+        means[r % step, index + r] = step / period
+    rows = means[1:] - means[0]  # phases 1.. against phase 0 (residue 0 is the model's reference)
+    fitted = fit["fitted"]
+    observed = _wald(rows @ fitted.theta, rows @ fitted.cov @ rows.T)
+    null = _wald(fitted.boot @ rows.T, rows @ fitted.boot_cov @ rows.T)
+    return bootstrap_p(null, float(observed), tol=WALD_TOL)
+
+
+def _candidate(fx: OffsetEffects, period: int, step: int, degree: int) -> dict | str:
     """The candidate's fitted model, or why it cannot be tested."""
-    residue = fx.offset % period
-    if inflation(fx.offset, fx.weight, residue, degree) > MAX_INFLATION:
+    residue = residues(fx, period, step)
+    if isinstance(residue, str):
+        return residue
+    if len(np.unique(residue)) < period:
+        return f"period {period}: the columns do not cover every residue"
+    if inflation(fx.offset, fx.weight, residue, degree, fx.component) > MAX_INFLATION:
         return f"period {period}: with the drift's trend (degree {degree}) it cannot be told from the drift"
-    x = design(fx.offset, degree, residue)
+    x = design(fx.offset, degree, residue, fx.component)
+    n_trend = fx.n_components + degree
     return {
         "fitted": linear(fx, wls_map(x, fx.weight)),
-        "groups": slice(1 + degree, None),
+        "groups": slice(n_trend, None),
         "x": x,
-        "explained": _explained(fx, x, 1 + degree),
+        "explained": _explained(fx, x, n_trend),
     }
 
 
@@ -174,5 +249,7 @@ def _none(note: str | None) -> dict:
         "trend_degree": None,
         "tested": [],
         "untestable": {},
+        "multiple_p": None,  # kind "multiple": the residues mod the detected period beyond the step's phases
+        "step_component_p": None,  # kind "multiple": the step's own phases inside that model
         "note": note,
     }

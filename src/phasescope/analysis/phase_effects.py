@@ -3,7 +3,7 @@
 
 Stage 2 on the column effects of stage 1 (``offset_effects``; contents as clusters)::
 
-    delta[column] = c + trend(offset) + gamma[phase]
+    delta[column] = c[component] + trend(offset) + gamma[phase]
 
 with the trend chosen and checked by ``trend.select_trend``. ``gamma`` is reported as deviations
 from its mean over phases (percentage points). Why a linear probability model: effects come
@@ -68,12 +68,13 @@ def fit_phase_effects(fx: OffsetEffects | None, level: float = 0.95, fixed_degre
     choice = select_trend(fx, fx.phase, "phase", fixed_degree)
     if choice.degree is None or (fx.inference and fixed_degree is None and not choice.checked):
         return PhaseEffects(phases, trend=choice, note=f"drift-adjusted phase effects withheld: {choice.note}")
-    x = design(fx.offset, choice.degree, fx.phase)
+    x = design(fx.offset, choice.degree, fx.phase, fx.component)
     fitted = linear(fx, wls_map(x, fx.weight))
     rows = label_rows(len(phases), x.shape[1])
     effects = rows @ fitted.theta
     gap = float(np.ptp(effects))
-    drift = x[:, : 1 + choice.degree] @ fitted.theta[: 1 + choice.degree]
+    n_trend = fx.n_components + choice.degree  # the components' intercepts and the trend: no phase part
+    drift = x[:, :n_trend] @ fitted.theta[:n_trend]
     out = PhaseEffects(phases, effects, gap=gap, gap_plugin=gap, trend=choice, drift=drift)
     if not fx.inference:
         out.note = (

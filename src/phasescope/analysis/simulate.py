@@ -21,6 +21,13 @@ always right; ``missing`` = (phase, share): the hardest share of contents have n
 that phase. Each (content, offset) gets 1-3 records (``records_per_cell``);
 ``phase(d) = (base + d) mod step``.
 
+``starts``: where each content's answer sits at offset 0. ``"one"``: every content at
+``base_phase`` (an aligned, id-level probe); ``"uniform"``: each content at its own base position,
+uniform over ``START_SPAN`` tokens (a real tokenizer: each content's text has its own length);
+``"harder-later"``: the same, but the base grows with the content's difficulty (longer contents
+are harder and start later), so start phase and difficulty are correlated. The wave of
+``period_pp`` follows the answer's position (base + d), as a compression boundary does.
+
 Same-window designs (``kv_gaps``, e.g. (0, 1)): each content is also rendered with g tokens
 between a one-token key and its value (the value keeps its phase), with window = step and
 align 0, so the pair shares a window iff ``phase(value) >= 1 + g``; ``format_pp`` is the
@@ -45,6 +52,8 @@ FAMILIES = ("no-effect", "drift", "drift+bump")
 DESIGNS = ("shift-needle", "pad-prefix")
 SHAPES = ("linear", "concave", "logistic")
 POPULATION = 4000  # contents drawn to compute the population truth
+STARTS = ("one", "uniform", "harder-later")
+START_SPAN = 48  # base positions of contents with their own start: 0..START_SPAN-1 (a multiple of 2, 3, 4, 6, 8)
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,11 @@ class Scenario:
     kv_gaps: tuple[int, ...] = (0,)
     format_pp: float = 0.0
     window_pp: float = 0.0
+    starts: str = "one"
 
     def __post_init__(self) -> None:
+        if self.starts not in STARTS:
+            raise InputError(f"starts in {STARTS}; got {self.starts!r}")
         if self.family not in FAMILIES or self.design not in DESIGNS:
             raise InputError(f"family in {FAMILIES}, design in {DESIGNS}; got {self.family!r}, {self.design!r}")
         if self.drift_shape is not None and self.drift_shape not in SHAPES:
@@ -91,7 +103,17 @@ class Scenario:
         return 100 * float(np.ptp(self.true_effects))
 
     def phases(self) -> np.ndarray:
+        """[D] the phase at each offset of a content that starts at ``base_phase``."""
         return (self.base_phase + np.array(self.offsets)) % self.step
+
+    def bases(self, u: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """[n] each content's answer position at offset 0, from its difficulty u [n]."""
+        if self.starts == "one":
+            return np.full(len(u), self.base_phase)
+        base = rng.integers(0, START_SPAN, size=len(u))
+        if self.starts == "harder-later":  # sorted by difficulty: the hardest contents start last
+            base = np.sort(base)[np.argsort(np.argsort(-u))]
+        return base
 
 
 @dataclass
@@ -149,70 +171,74 @@ def _difficulty(s: Scenario, n: int, rng: np.random.Generator) -> np.ndarray:
 def _contents(
     s: Scenario, common: Common, n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Probabilities [n, D], difficulty [n], and each content's phase effects as they act after
-    clipping [n, step] (what its probabilities gain from the planted phase terms, centred)."""
-    phases = s.phases()
+    """Probabilities [n, D], difficulty [n], each content's phase effects as they act after
+    clipping [n, step] (what its probabilities gain from the planted phase terms, centred), and
+    the phase of each (content, offset) [n, D]."""
     u = _difficulty(s, n, rng)
+    position = s.bases(u, rng)[:, None] + np.array(s.offsets)[None]  # [n, D]
+    phases = position % s.step
     slope = 1 + rng.normal(0, s.drift_sd, size=(n, 1))
     base = s.mean_accuracy + u[:, None] + slope * common.drift[None] + common.bump[None]
     if s.period_pp is not None:
         period, size = s.period_pp
-        base = base - size / 100 * ((np.array(s.offsets) % period == 0) - 1 / period)[None]
+        base = base - size / 100 * ((position % period == 0) - 1 / period)
     own = np.zeros((n, s.step))
     if s.phase_sd_pp:
         own = rng.normal(0, s.phase_sd_pp / 100, size=(n, s.step))
         own -= own.mean(axis=1, keepdims=True)
-    p = np.clip(base + (s.true_effects[None] + own)[:, phases], 0.01, 0.99)
+    planted = s.true_effects[phases] + np.take_along_axis(own, phases, axis=1)
+    p = np.clip(base + planted, 0.01, 0.99)
     if s.ceiling_share:
         p[rng.random(n) < s.ceiling_share] = 1.0
     gain = p - np.where(p == 1.0, 1.0, np.clip(base, 0.01, 0.99))
-    acting = np.stack(
-        [gain[:, phases == q].mean(axis=1) if (phases == q).any() else np.zeros(n) for q in range(s.step)], 1
-    )
-    return p, u, acting - acting.mean(axis=1, keepdims=True)
+    seen = np.stack([(phases == q).sum(axis=1) for q in range(s.step)], 1)
+    total = np.stack([np.where(phases == q, gain, 0.0).sum(axis=1) for q in range(s.step)], 1)
+    acting = np.where(seen > 0, total / np.maximum(seen, 1), 0.0)
+    return p, u, acting - acting.mean(axis=1, keepdims=True), phases
 
 
 def _truth(s: Scenario, common: Common, rng: np.random.Generator) -> Truth:
-    p, u, own = _contents(s, common, POPULATION, rng)
-    phases = s.phases()
+    p, u, own, phases = _contents(s, common, POPULATION, rng)
     accuracy = np.full(s.step, np.nan)
     for phase in np.unique(phases):
         keep = np.ones(POPULATION, dtype=bool)
         if s.missing is not None and s.missing[0] == phase:
             keep = u >= common.missing_below
-        accuracy[phase] = p[keep][:, phases == phase].mean()
+        accuracy[phase] = p[keep[:, None] & (phases == phase)].mean()
     return Truth(accuracy, 100 * float(np.sqrt((own**2).mean())), s.true_gap_pp, s.true_effects)
 
 
 def simulate(s: Scenario, rng: np.random.Generator, truth: bool = False) -> RecordArrays | tuple[RecordArrays, Truth]:
     """One sweep's records (and, with ``truth``, what its intervals should cover)."""
     common = _common(s, rng)
-    p, u, _ = _contents(s, common, s.n_contents, rng)
-    phases = s.phases()
+    p, u, _, phases = _contents(s, common, s.n_contents, rng)
     present = np.ones(p.shape, dtype=bool)
     if s.missing is not None:
-        present[(u < common.missing_below)[:, None] & (phases == s.missing[0])[None]] = False
+        present[(u < common.missing_below)[:, None] & (phases == s.missing[0])] = False
     parts = []
     for variant, gap in enumerate(s.kv_gaps):
         same = phases >= 1 + gap  # one-token key g tokens before the value; window = step, align 0
         shift = (s.format_pp * (gap > 0) + s.window_pp * same) / 100
-        parts.append(_draw(s, np.clip(p + shift[None], 0.0, 1.0), present, same, variant, rng))
+        parts.append(_draw(s, np.clip(p + shift, 0.0, 1.0), present, phases, same, variant, rng))
     records = RecordArrays.concat(parts) if len(parts) > 1 else parts[0]
     return (records, _truth(s, common, rng)) if truth else records
 
 
-def _draw(s: Scenario, p: np.ndarray, present: np.ndarray, same: np.ndarray, variant: int, rng) -> RecordArrays:
-    """1-3 Bernoulli(p[c, d]) records per (content, offset) present."""
+def _draw(
+    s: Scenario, p: np.ndarray, present: np.ndarray, phases: np.ndarray, same: np.ndarray, variant: int, rng
+) -> RecordArrays:
+    """1-3 Bernoulli(p[c, d]) records per (content, offset) present; phases, same [n, D]."""
     lo, hi = s.records_per_cell
     counts = rng.integers(lo, hi + 1, size=p.shape) * present
     counts = counts.ravel()
     content = np.repeat(np.arange(s.n_contents).repeat(len(s.offsets)), counts)
     offset_index = np.repeat(np.tile(np.arange(len(s.offsets)), s.n_contents), counts)
     correct = rng.random(len(content)) < np.repeat(p.ravel(), counts)
-    r = RecordArrays.from_arrays(s.step, content, np.array(s.offsets)[offset_index], s.phases()[offset_index], correct)
+    phase = np.repeat(phases.ravel(), counts)
+    r = RecordArrays.from_arrays(s.step, content, np.array(s.offsets)[offset_index], phase, correct)
     r.content_ids = list(range(s.n_contents))
     if len(s.kv_gaps) > 1:
-        r.same_window = same[offset_index].astype(float)
+        r.same_window = np.repeat(same.ravel(), counts).astype(float)
         r.variant = np.full(len(content), variant)
     return r
 
@@ -246,6 +272,10 @@ def _tally(m: dict, truth: Truth, s: Scenario, alpha: float) -> dict[str, float]
         "dependence_ci_covers": float(_covers(dep.get("ci_pp"), truth.dependence_pp)) if dep.get("ci_pp") else nan,
         "gap_error_pp": m["gap_pp"] - truth.gap_pp if m["gap_pp"] is not None else nan,
         "gap_plugin_error_pp": m["gap_plugin_pp"] - truth.gap_pp if m["gap_plugin_pp"] is not None else nan,
+        "claims_effect_or_pattern": float(bool({"gap", "period"} & set(m["verdict"]["claims"]))),
+        "claims_anything": float(bool(m["verdict"]["claims"])),
+        "claims_step_period": float("period" in m["verdict"]["claims"] and period["detected"] == s.step),
+        "claims_period_8": float("period" in m["verdict"]["claims"] and period["detected"] == 2 * s.step),
         "window_rejects": rejects(win.get("p_value")),
         "window_ci_covers": float(_covers(win.get("ci_pp"), s.window_pp)) if win.get("ci_pp") else nan,
     }

@@ -5,10 +5,12 @@ lengthens the prompt), and a phase is a function of the offset, so a drift the m
 follow leaks into the phase effects -- more visibly the more contents there are, since the leak
 is a bias and the noise shrinks. Stage 2 models the column effects of stage 1 as::
 
-    delta[column] = c + sum_j b_j P_j(offset) + g[label]
+    delta[column] = c[component] + sum_j b_j P_j(offset) + g[label]
 
 ``P_j``: Legendre polynomials of the offset scaled to [-1, 1]; ``label``: the phase (gap,
-homogeneity) or ``offset mod P`` (period P). The degree is chosen for each model by the data:
+homogeneity) or ``offset mod P`` (period P); ``c[component]``: one intercept per component of
+columns (``offset_effects``: contents that start at different phases are compared only through
+the shared trend and labels). The degree is chosen for each model by the data:
 
 * **separable degrees**: a degree is allowed when the label effects' standard errors grow by
   at most ``MAX_INFLATION`` over a linear trend (a polynomial flexible enough to mimic the
@@ -88,9 +90,17 @@ def dummies(labels: np.ndarray) -> np.ndarray:
     return (labels[:, None] == levels[None, 1:]).astype(float)
 
 
-def design(offset: np.ndarray, degree: int, labels: np.ndarray) -> np.ndarray:
-    """[J, K]: intercept, Legendre 1..degree, label indicators (last)."""
-    return np.concatenate([np.ones((len(offset), 1)), legendre(offset.astype(float), degree), dummies(labels)], axis=1)
+def intercepts(n_cols: int, component: np.ndarray | None) -> np.ndarray:
+    """[J, G]: one intercept per component of columns (a single column of ones when there is one)."""
+    if component is None:
+        return np.ones((n_cols, 1))
+    return (component[:, None] == np.arange(int(component.max()) + 1)[None]).astype(float)
+
+
+def design(offset: np.ndarray, degree: int, labels: np.ndarray, component: np.ndarray | None = None) -> np.ndarray:
+    """[J, K]: the components' intercepts (G), Legendre 1..degree, label indicators (last)."""
+    base = intercepts(len(offset), component)
+    return np.concatenate([base, legendre(offset.astype(float), degree), dummies(labels)], axis=1)
 
 
 def wls_map(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -111,12 +121,14 @@ def full_rank(x: np.ndarray) -> bool:
     return x.shape[0] >= x.shape[1] and np.linalg.matrix_rank(x) == x.shape[1]
 
 
-def inflation(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int) -> float:
+def inflation(
+    offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int, component: np.ndarray | None = None
+) -> float:
     """Largest ratio of a label effect's standard error with this trend degree to its standard
     error with a linear trend (independent records; inf when not estimable)."""
 
     def se(k: int) -> np.ndarray:
-        x = design(offset, k, labels)
+        x = design(offset, k, labels, component)
         if not full_rank(x):
             return np.full(len(np.unique(labels)), np.inf)
         rows = label_rows(len(np.unique(labels)), x.shape[1])
@@ -136,12 +148,14 @@ def modulated(offset: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.concatenate([marks, marks * x], axis=1)
 
 
-def overlap(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int) -> float:
+def overlap(
+    offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int, component: np.ndarray | None = None
+) -> float:
     """Largest canonical correlation between the look-ahead terms (Legendre degree+1 ..
     degree+LOOKAHEAD) and the label indicators, both with the trend removed (weighted). Near 1,
     a misfit that would leak into the label effects is invisible to the lack-of-fit test."""
     root = np.sqrt(weight)[:, None]
-    trend = root * np.concatenate([np.ones((len(offset), 1)), legendre(offset, degree)], axis=1)
+    trend = root * np.concatenate([intercepts(len(offset), component), legendre(offset, degree)], axis=1)
     resid = np.eye(len(offset)) - trend @ np.linalg.pinv(trend)
     ahead = resid @ (root * legendre(offset, degree + LOOKAHEAD)[:, degree:])
     marks = resid @ (root * dummies(labels))
@@ -150,23 +164,30 @@ def overlap(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: 
     return float(np.linalg.svd(np.linalg.qr(ahead)[0].T @ np.linalg.qr(marks)[0], compute_uv=False)[0])
 
 
-def max_separable_degree(offset: np.ndarray, weight: np.ndarray, labels: np.ndarray) -> int:
+def max_separable_degree(
+    offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, component: np.ndarray | None = None
+) -> int:
     """Largest degree whose label effects stay within MAX_INFLATION of a linear trend's and whose
     lack of fit can still be checked (look-ahead overlap at most MAX_OVERLAP); 0: none. Weights
     enter rounded to a quarter of their mean: the answer is a property of the design, computed
     once per design (calibration analyses thousands of sweeps with the same offsets)."""
     relative = np.round(4 * weight / weight.mean()) / 4
-    return _max_separable_degree(tuple(offset.tolist()), tuple(relative.tolist()), tuple(labels.tolist()))
+    groups = None if component is None else tuple(component.tolist())
+    return _max_separable_degree(tuple(offset.tolist()), tuple(relative.tolist()), tuple(labels.tolist()), groups)
 
 
 @lru_cache(maxsize=256)
-def _max_separable_degree(offset: tuple, weight: tuple, labels: tuple) -> int:
+def _max_separable_degree(offset: tuple, weight: tuple, labels: tuple, groups: tuple | None) -> int:
     offset, weight, labels = np.array(offset, dtype=float), np.array(weight), np.array(labels)
+    component = None if groups is None else np.array(groups)
     best = 0
     for k in range(1, len(offset)):
-        if not full_rank(check_design(offset, k + LOOKAHEAD, labels)):
+        if not full_rank(check_design(offset, k + LOOKAHEAD, labels, component)):
             break
-        if inflation(offset, weight, labels, k) > MAX_INFLATION or overlap(offset, weight, labels, k) > MAX_OVERLAP:
+        if (
+            inflation(offset, weight, labels, k, component) > MAX_INFLATION
+            or overlap(offset, weight, labels, k, component) > MAX_OVERLAP
+        ):
             break
         best = k
     return best
@@ -177,17 +198,20 @@ def cycles(offset: np.ndarray, labels: np.ndarray) -> int:
     return min(len(np.unique(offset[labels == v])) for v in np.unique(labels))
 
 
-def check_design(offset: np.ndarray, degree: int, labels: np.ndarray) -> np.ndarray:
-    """[J, K]: intercept, Legendre 1..degree, modulated label indicators (the lack-of-fit model)."""
-    trend = np.concatenate([np.ones((len(offset), 1)), legendre(offset.astype(float), degree)], axis=1)
+def check_design(
+    offset: np.ndarray, degree: int, labels: np.ndarray, component: np.ndarray | None = None
+) -> np.ndarray:
+    """[J, K]: the components' intercepts, Legendre 1..degree, modulated label indicators (the
+    lack-of-fit model)."""
+    trend = np.concatenate([intercepts(len(offset), component), legendre(offset.astype(float), degree)], axis=1)
     return np.concatenate([trend, modulated(offset, labels)], axis=1)
 
 
 def lack_of_fit_p(fx: OffsetEffects, labels: np.ndarray, degree: int, upto: int) -> float:
     """Bootstrap p-value that Legendre terms degree+1..upto add nothing next to the (modulated) labels."""
-    x = check_design(fx.offset, upto, labels)
+    x = check_design(fx.offset, upto, labels, fx.component)
     fitted = linear(fx, wls_map(x, fx.weight), with_cov=False)
-    terms = np.arange(1 + degree, 1 + upto)
+    terms = np.arange(fx.n_components + degree, fx.n_components + upto)
     se = fitted.se[terms]
     observed = float((safe_ratio(fitted.theta[terms], se) ** 2).sum())
     null = (safe_ratio(fitted.boot[:, terms], se[None]) ** 2).sum(axis=1)
@@ -202,7 +226,7 @@ def stability_p(fx: OffsetEffects, labels: np.ndarray, degree: int, top: int) ->
         return 1.0
 
     def effects_map(k: int) -> np.ndarray:
-        x = design(fx.offset, k, labels)
+        x = design(fx.offset, k, labels, fx.component)
         return label_rows(len(np.unique(labels)), x.shape[1]) @ wls_map(x, fx.weight)
 
     diff = linear(fx, effects_map(degree) - effects_map(top), with_cov=False)
@@ -229,7 +253,7 @@ def select_trend(fx: OffsetEffects, labels: np.ndarray, what: str = "phase", fix
     """The trend degree for stage-2 effects of ``labels`` [J] (one per column); ``what`` names a
     label in notes ("phase", "residue mod 5")."""
     n_labels = len(np.unique(labels))
-    top = max_separable_degree(fx.offset, fx.weight, labels)
+    top = max_separable_degree(fx.offset, fx.weight, labels, fx.component)
     seen = cycles(fx.offset, labels)
     if seen < MIN_CYCLES:
         note = (

@@ -4,13 +4,38 @@
 It says only what the statistics support: the drift-adjusted, bias-corrected gap with its
 interval and p-value, the worst and best phase on the drift-adjusted scale (raw when the drift
 could not be modelled, and said so), the detected period; "no detectable phase effect" with
-the upper end of the interval when p >= alpha; at the ceiling or the floor the same reading in
-the log-prob margin (``log_score``), since accuracy cannot move there.
+the upper end of the interval when nothing is claimed; at the ceiling or the floor the same
+reading in the log-prob margin (``log_score``), since accuracy cannot move there.
+
+**One claim, one alpha.** The verdict reads up to three tests -- the gap (a shared phase
+effect), the period over offsets, and the per-content phase dependence (contents that each have
+their own bad phase) -- and claims whatever passes. Each spends alpha on its own, so reading
+all three would claim *something* in up to 3 alpha of null sweeps; the verdict therefore claims
+only what passes Holm's step-down adjustment over the tests that were made (``claims``,
+``adjusted_p``), which keeps the rate of any false claim at alpha. The raw p-values stay
+beside their intervals (an interval excludes 0 exactly when its raw p < alpha), and a raw p
+below alpha that the adjustment does not keep is said as such.
 """
 
 from __future__ import annotations
 
+import math
+
+from phasescope.analysis.offset_effects import MIN_CONTENTS
+
 ALPHA = 0.05
+TESTS = ("gap", "period", "dependence")
+MIN_VARYING = MIN_CONTENTS  # contents whose answers change with the offset that accuracy's tests need
+
+
+def holm(p_values: dict[str, float | None]) -> dict[str, float]:
+    """Holm-adjusted p-values of the tests that were made (None: not made, left out of the family)."""
+    made = sorted((p, name) for name, p in p_values.items() if p is not None)
+    adjusted, running = {}, 0.0
+    for i, (p, name) in enumerate(made):
+        running = max(running, min(1.0, (len(made) - i) * p))
+        adjusted[name] = running
+    return adjusted
 
 
 def verdict(m: dict) -> dict:
@@ -18,6 +43,10 @@ def verdict(m: dict) -> dict:
     accuracy = m["overall_accuracy"]
     if accuracy in (0.0, 1.0) and m.get("log_score"):
         return _log_score_verdict(m, "ceiling" if accuracy == 1.0 else "floor")
+    informative = m.get("n_informative_contents")
+    score = m.get("log_score") or {}
+    if informative is not None and informative < MIN_VARYING and score.get("gap_p_value") is not None:
+        return _log_score_verdict(m, "fixed answers")  # a random or frozen model: each content answers alike
     return _accuracy_verdict(m)
 
 
@@ -36,16 +65,26 @@ def _base(m: dict, outcome: str, unit: str) -> dict:
         "period": None,
         "boundary_phase": m["step"] - 1,
         "raw_note": None,
+        "claims": [],
+        "adjusted_p": {},
     }
+
+
+def _claim(v: dict, tests: dict[str, float | None]) -> None:
+    v["adjusted_p"] = holm(tests)
+    v["claims"] = [name for name in TESTS if v["adjusted_p"].get(name, 1.0) < ALPHA]
 
 
 def _accuracy_verdict(m: dict) -> dict:
     v = _base(m, "accuracy", "pp")
     adjusted = {r["phase"]: r["effect_pp"] for r in m["phases"] if r.get("effect_pp") is not None}
     raw = {r["phase"]: r["accuracy"] for r in m["phases"] if r.get("accuracy") is not None}
-    _extremes(v, adjusted, raw)
+    _extremes(v, adjusted, raw, "raw accuracy", ".3f", "")
     v.update(effect=m.get("gap_pp"), effect_ci=m.get("gap_ci_pp"), p_value=m.get("gap_p_value"))
-    v["period"] = _detected(m.get("period"))
+    dependence = m.get("phase_dependence") or {}
+    _claim(v, {"gap": m.get("gap_p_value"), "period": (m.get("period") or {}).get("p_value"),
+               "dependence": dependence.get("p_value")})  # fmt: skip
+    v["period"] = _detected(m.get("period"), v)
     step = m["step"]
     if accuracy_bound := _bound(m["overall_accuracy"]):
         v["kind"] = accuracy_bound
@@ -64,7 +103,8 @@ def _accuracy_verdict(m: dict) -> dict:
             f"under 10 contents whose answers vary ({m.get('n_informative_contents')}; raise --samples)"
         )
     else:
-        v["kind"], v["sentence"] = _tested(m["gap_pp"], m["gap_ci_pp"], m["gap_p_value"], "pp", ".1f", m, v)
+        tested = (m["gap_pp"], m["gap_ci_pp"], m["gap_p_value"], "pp", ".1f")
+        v["kind"], v["sentence"] = _tested(*tested, m, v, dependence)
     return v
 
 
@@ -73,12 +113,19 @@ def _log_score_verdict(m: dict, bound: str) -> dict:
     v = _base(m, s["outcome"], "nats")
     adjusted = {r["phase"]: r["effect"] for r in s["phases"] if r.get("effect") is not None}
     means = {r["phase"]: r["mean"] for r in s["phases"] if r.get("mean") is not None}
-    _extremes(v, adjusted, means)
-    v.update(kind=bound, effect=s.get("gap"), effect_ci=s.get("gap_ci"), p_value=s.get("gap_p_value"))
-    v["period"] = _detected(s.get("period"))
-    word = "right" if bound == "ceiling" else "wrong"
     what = "log-prob margin" if s["outcome"] == "margin" else "log-prob of the right answer"
-    head = f"{bound}: every answer is {word}, so accuracy cannot show a phase effect; in the {what}"
+    _extremes(v, adjusted, means, f"the raw mean {what}", ".2f", " nats")
+    v.update(kind=bound, effect=s.get("gap"), effect_ci=s.get("gap_ci"), p_value=s.get("gap_p_value"))
+    _claim(v, {"gap": s.get("gap_p_value"), "period": (s.get("period") or {}).get("p_value")})
+    v["period"] = _detected(s.get("period"), v)
+    if bound == "fixed answers":
+        head = (
+            f"fixed answers: only {m.get('n_informative_contents')} contents change their answer with the offset, "
+            f"too few for accuracy to show a phase effect; in the {what}"
+        )
+    else:
+        word = "right" if bound == "ceiling" else "wrong"
+        head = f"{bound}: every answer is {word}, so accuracy cannot show a phase effect; in the {what}"
     if s.get("gap") is None:
         return {**v, "sentence": f"{head} it is not tested either: {s.get('note')}"}
     if s.get("gap_p_value") is None:
@@ -86,30 +133,61 @@ def _log_score_verdict(m: dict, bound: str) -> dict:
             **v,
             "sentence": f"{head} the phases differ by {s['gap']:.2f} nats on these contents only ({s.get('note')})",
         }
-    _, reading = _tested(s["gap"], s["gap_ci"], s["gap_p_value"], "nats", ".2f", {**m, "period": s["period"]}, v)
+    widest = max(abs(x) for x in s["gap_ci"])  # a tiny model's margins: hundredths would print 0.00 [0.00, 0.00]
+    fmt = f".{1 - math.floor(math.log10(widest))}f" if 0 < widest < 0.01 else ".2f"
+    tested = (s["gap"], s["gap_ci"], s["gap_p_value"], "nats", fmt)
+    _, reading = _tested(*tested, {**m, "period": s["period"]}, v, {})
     return {**v, "sentence": f"{head}: {reading}"}
 
 
-def _tested(gap, ci, p, unit, fmt, m, v) -> tuple[str, str]:
-    """(kind, sentence) for a gap with an interval and a p-value."""
+def span(gap: float, ci, unit: str, fmt: str) -> str:
+    """'gap unit [low, high]', with the low end printed to as many digits as it takes to show it is
+    above 0 when it is (a rejected gap is never printed as '[0.0, ...]')."""
+    low = format(ci[0], fmt)
+    if ci[0] > 0 and float(low) == 0:
+        low = format(ci[0], ".1g")
+    return f"{gap:{fmt}} {unit} [{low}, {ci[1]:{fmt}}]"
+
+
+def _tested(gap, ci, p, unit, fmt, m, v, dependence) -> tuple[str, str]:
+    """(kind, sentence) for a gap with an interval and a p-value, claiming only ``v['claims']``."""
     step, period = m["step"], m.get("period") or {}
-    span = f"{gap:{fmt}} {unit} [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
-    if period.get("kind") == "other" and period.get("p_value") is not None:
+    claims, gap_span = v["claims"], span(gap, ci, unit, fmt)
+    if "period" in claims and period.get("kind") == "other":
         return "other period", (
             f"a period-{period['detected']} pattern (p = {period['p_value']:.2g}), not a step-phase effect at step "
-            f"{step}; the step's phases differ by {span} (p = {p:.2g})"
+            f"{step}; the step's phases differ by {gap_span} (p = {p:.2g})"
         )
-    if p >= ALPHA:
-        return "no effect", (
-            f"no detectable phase effect at step {step}: gap {span} (p = {p:.2g}); an effect above "
-            f"{ci[1]:{fmt}} {unit} is unlikely"
+    if "gap" in claims:
+        text = f"phase effect {gap_span} at step {step} (p = {p:.2g}); worst phase {v['worst_phase']}, best phase "
+        text += f"{v['best_phase']} ({v['phase_basis']}); {_period_words(period, v)}"
+        return "effect", text + (f"; {v['raw_note']}" if v.get("raw_note") else "")
+    if "period" in claims:
+        return "period", (
+            f"a period-{period['detected']} pattern over offsets at step {step} (p = {period['p_value']:.2g}), "
+            f"though the phase gap alone is not significant: {gap_span} (p = {p:.2g}{_unclaimed(v, 'gap')})"
         )
-    text = f"phase effect {span} at step {step} (p = {p:.2g}); worst phase {v['worst_phase']}, best phase "
-    text += f"{v['best_phase']} ({v['phase_basis']}); {_period_words(period)}"
-    return "effect", text + (f"; {v['raw_note']}" if v.get("raw_note") else "")
+    if "dependence" in claims:
+        return "content-specific", (
+            f"no shared phase effect at step {step} (gap {gap_span}, p = {p:.2g}{_unclaimed(v, 'gap')}), but each "
+            f"content depends on the phase by {dependence['rms_pp']:.1f} pp [{dependence['ci_pp'][0]:.1f}, "
+            f"{dependence['ci_pp'][1]:.1f}] (p = {dependence['p_value']:.2g}), not on the same phase"
+        )
+    return "no effect", (
+        f"no detectable phase effect at step {step}: gap {gap_span} (p = {p:.2g}{_unclaimed(v, 'gap')}); an effect "
+        f"above {ci[1]:{fmt}} {unit} is unlikely"
+    )
 
 
-def _extremes(v: dict, adjusted: dict, raw: dict) -> None:
+def _unclaimed(v: dict, test: str) -> str:
+    """A raw p below alpha that the verdict does not claim (it did not survive the adjustment)."""
+    adjusted = v["adjusted_p"].get(test)
+    if adjusted is None or adjusted < ALPHA or v["p_value"] is None or v["p_value"] >= ALPHA:
+        return ""
+    return f"; {adjusted:.2g} once the verdict's {len(v['adjusted_p'])} tests share alpha (Holm)"
+
+
+def _extremes(v: dict, adjusted: dict, raw: dict, what: str, fmt: str, unit: str) -> None:
     """Worst and best phase on the drift-adjusted scale, else the raw one; a note when they disagree."""
     basis, values = ("drift-adjusted", adjusted) if len(adjusted) >= 2 else ("raw", raw)
     if len(values) < 2:
@@ -120,21 +198,29 @@ def _extremes(v: dict, adjusted: dict, raw: dict) -> None:
     if basis == "drift-adjusted" and raw_worst is not None and raw_worst != v["worst_phase"]:
         worst = v["worst_phase"]
         v["raw_note"] = (
-            f"raw accuracy is lowest at phase {raw_worst} ({raw[raw_worst]:.3f}; phase {worst}: "
-            f"{raw.get(worst, float('nan')):.3f}), before the drift over offsets is removed"
+            f"{what} is lowest at phase {raw_worst} ({raw[raw_worst]:{fmt}}{unit}; phase {worst}: "
+            f"{raw.get(worst, float('nan')):{fmt}}{unit}), before the drift over offsets is removed"
         )
 
 
-def _detected(period: dict | None) -> int | None:
-    if not period or period.get("p_value") is None:
+def _detected(period: dict | None, v: dict) -> int | None:
+    if not period or period.get("p_value") is None or "period" not in v["claims"]:
         return None
     return period.get("detected") or None
 
 
-def _period_words(period: dict) -> str:
+def _period_words(period: dict, v: dict) -> str:
     if period.get("p_value") is None:
         return "period not tested"
-    return f"period {period['detected']}" if period.get("detected") else "no significant period"
+    if "period" in v["claims"] and period.get("kind") == "multiple":
+        return (
+            f"period {period['detected']} (a multiple of the step: the step's phases, p = "
+            f"{period['step_component_p']:.2g}, and a pattern every {period['detected']} tokens, p = "
+            f"{period['multiple_p']:.2g})"
+        )
+    if "period" in v["claims"] and period.get("detected"):
+        return f"period {period['detected']}"
+    return "no significant period"
 
 
 def _bound(accuracy: float) -> str | None:

@@ -166,6 +166,18 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "first that fills cleanly of newline, space, '.', ... (prompts) or ' .', ' -', ... (haystack).",
         ),
     ),
+    "same_phase": (
+        bool,
+        typer.Option(
+            True,
+            "--same-phase/--mixed-phase",
+            metavar="",
+            rich_help_panel="Probe",
+            help="text kv-retrieval: move each content's needle by under one step so every content's answer sits at "
+            "phase 0 at offset 0 (one phase per offset; records say the move). --mixed-phase: each content starts "
+            "where its text puts it. The statistics take either.",
+        ),
+    ),
     "include_path": (
         str,
         typer.Option(
@@ -186,11 +198,12 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
     "offsets": (
         str,
         typer.Option(
-            "0:24",
+            None,
             metavar="D",
             rich_help_panel="Geometry",
             help="Offsets d to place the content at: start:stop or a comma list; cover two periods of the step "
-            "or more.",
+            "or more. Default: six windows of the step, at least 24 (0:24 at step 4, 0:48 at step 8), what the "
+            "gap and the period test need to tell the phases from a drift.",
         ),
     ),
     "local": (
@@ -329,7 +342,8 @@ def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
     """The typed sweep and how to run it, from the command line's values (the reproducing
     command is then ``spec.command(run)``)."""
     options = {name: value for name, value in o.items() if name != "model"}
-    options |= {"kv_gaps": parse_gaps(o["kv_gaps"]), "offsets": parse_offsets(o["offsets"])}
+    offsets = None if o["offsets"] is None else parse_offsets(o["offsets"])
+    options |= {"kv_gaps": parse_gaps(o["kv_gaps"]), "offsets": offsets}
     return sweep_settings(o["model"], **options)
 
 
@@ -360,8 +374,14 @@ def print_plan(plan: dict) -> None:
 
     plan = dict(plan)
     seconds, timed = plan.pop("estimated_seconds", None), plan.pop("timed_batch", None)
-    why_not = plan.pop("not_timed", None)
+    why_not, design = plan.pop("not_timed", None), plan.pop("design", None)
     console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in plan.items()))
+    if design is not None:
+        console.print(
+            f"design: {design['windows']:g} windows of the step; phase gap {design['gap']}; period test "
+            f"{design['period']}" + (f"; {design['advice']}" if design["advice"] else ""),
+            highlight=False,
+        )
     if seconds is not None:
         console.print(f"estimated time here: about {duration(seconds)} (one batch of {timed} records timed)")
     elif why_not is not None:

@@ -33,6 +33,8 @@ class ChatTemplated(Probe):
         encode = encoder(tokenizer)
         before, after = text.split(MARK)
         self.inner, self.prefix, self.suffix = inner, encode(before), encode(after)
+        if hasattr(inner, "lead_in"):  # a probe that places anchors at one phase counts the template's tokens too
+            inner.lead_in = len(self.prefix)
         self.name, self.summary, self.has_keys = inner.name, inner.summary, inner.has_keys
 
     def spec(self) -> dict:

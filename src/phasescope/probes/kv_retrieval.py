@@ -47,7 +47,7 @@ from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 from phasescope.specs import DESIGNS
 
 SUMMARY = "haystack of key-value pairs, query one key: native ids (the model's task) or text (a tokenizer)"
-OPTIONS = ("design", "depth", "kv_gaps", "context_tokens", "pair_format", "filler", "chat_template")
+OPTIONS = ("design", "depth", "kv_gaps", "context_tokens", "pair_format", "filler", "chat_template", "same_phase")
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
 
 
@@ -262,5 +262,7 @@ def build(ctx: ProbeContext) -> Probe:
         context_tokens=p.context_tokens,
         pair_format=p.pair_format,
         filler=p.filler,
+        same_phase=p.same_phase,
     )
-    return TextKVRetrievalProbe(ctx.tokenizer, spec, bos_id=ctx.bos_id, min_gap=ctx.min_gap)
+    step, align = ctx.geometry.step, ctx.geometry.align
+    return TextKVRetrievalProbe(ctx.tokenizer, spec, bos_id=ctx.bos_id, min_gap=ctx.min_gap, step=step, align=align)

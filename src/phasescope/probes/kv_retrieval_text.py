@@ -19,6 +19,14 @@ distance to the exact token the offset asks for::
 * pad-prefix: the needle at ``base``; d filler tokens are added to the lead, so everything
   after BOS and the intro moves by d.
 
+**Every content at the same phase** (``same_phase``, the default): each content's text has its
+own length, so left alone each content's answer would start at its own phase (offset 0 put 6 of
+24 contents at phase 1, 11 at 2 and 7 at 3 on DeepSeek-V4's tokenizer). The needle's base
+position is moved by fewer than ``step`` tokens so that at offset 0 every content's anchor sits
+at phase 0 (``(anchor - align) mod step = 0``, so offset d is phase d mod step for every
+content); records carry the move as ``padding.same_phase_shift``. ``--mixed-phase`` leaves each
+content where its text puts it (the statistics take either).
+
 Each content draws a lead of 0..F filler tokens before its first line. With lines of the same
 length (four tokens for words, eight for DeepSeek numbers) the filler next to the needle would
 otherwise be fixed by the phase (f = (base + d) mod line length); with a random lead, f is
@@ -73,6 +81,7 @@ class TextKVSpec:
     kv_gaps: tuple[int, ...] = (0,)
     pair_format: str = "auto"
     context_tokens: int | None = None  # fill this many tokens with pairs (n_pairs is then ignored)
+    same_phase: bool = True  # move each content's needle so every content's anchor is at phase 0 at offset 0
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
@@ -103,6 +112,7 @@ class Content:
     base: int  # the needle key's position at offset 0 (variant 0), counted from the haystack's first token
     lead: int  # filler tokens before the first line
     slack: int  # F: filler tokens around the needle in shift-needle (f before it, F - f after)
+    shift: int = 0  # tokens the base was moved by to put the anchor at phase 0 at offset 0 (same_phase)
 
     def boundary(self, k: int) -> int:
         """Where line k starts in the concatenated lines (k = len(lines): their end)."""
@@ -156,9 +166,19 @@ class TextKVRetrievalProbe(Probe):
     summary = "kv-retrieval in words, numbers or codes, for models with a tokenizer (up to 128K tokens)"
     has_keys = True
 
-    def __init__(self, tokenizer, spec: TextKVSpec | None = None, bos_id: int | None = None, min_gap: int = 0):
+    def __init__(
+        self,
+        tokenizer,
+        spec: TextKVSpec | None = None,
+        bos_id: int | None = None,
+        min_gap: int = 0,
+        step: int = 1,
+        align: int = 0,
+    ):
         self.tokenizer, self.encode, self.decode = tokenizer, encoder(tokenizer), decoder(tokenizer)
         self.params, self.bos, self.min_gap = spec or TextKVSpec(), bos_id, min_gap
+        self.step, self.align = step, align
+        self.lead_in = 0  # tokens a wrapper puts before the prompt (--chat-template): they count in the phase
         self.words = self._single_token_words() if self.params.pair_format in ("words", "auto") else []
         self.sep, self.newline = self._one_token(":"), self._one_token("\n")
         units = (self.params.filler,) if self.params.filler else FILLERS
@@ -218,7 +238,8 @@ class TextKVRetrievalProbe(Probe):
             raise ProbeError("depth=1 puts the needle right before the question, inside the raw window; lower --depth")
         room = max(0, self.min_gap - 1 - question_len) / max(1 - self.params.depth, 1e-9)
         first = 2 * LINE + max(self.params.kv_gaps)
-        return max(self.params.n_pairs, math.ceil((room + moves + first) / LINE) + 1)
+        same_phase = self.step if self.params.same_phase else 0  # the base may move by up to a step
+        return max(self.params.n_pairs, math.ceil((room + moves + first + same_phase) / LINE) + 1)
 
     def _check_pairs(self, n_pairs: int) -> None:
         words = len(self.format.words)
@@ -256,9 +277,28 @@ class TextKVRetrievalProbe(Probe):
         # the needle (its key moved back by a gap) after the lead and the first line, so fillers never touch
         first = 2 * (slack + 1) + max(self.params.kv_gaps)
         base = first + int(self.params.depth * max(0, lead + ends[-1] - moves - first))
+        shift = self._phase_shift(base, len(keys[needle]), first, lead + ends[-1] - moves)
         question = self.ask[0] + keys[needle] + self.ask[1]
         candidates = {"right": values[needle]} | self._distractors(values, needle)
-        return Content(lines, ends, keys[needle], values[needle], question, candidates, base, lead, slack)
+        return Content(
+            lines, ends, keys[needle], values[needle], question, candidates, base + shift, lead, slack, shift
+        )
+
+    def _phase_shift(self, base: int, key_len: int, lowest: int, highest: int) -> int:
+        """Tokens to move the needle's base (within [lowest, highest]) so that its anchor -- the
+        value's first token, ``head + base + key + separator`` at offset 0 -- sits at phase 0
+        (0 without ``same_phase``)."""
+        if not self.params.same_phase or self.step <= 1:
+            return 0
+        anchor = self.lead_in + len(self.head) + base + key_len + 1
+        later = (self.align - anchor) % self.step
+        for shift in (later, later - self.step):
+            if shift == 0 or lowest <= base + shift <= highest:
+                return shift
+        raise ProbeError(
+            f"the haystack is too short to move the needle by up to {self.step} tokens to one phase; raise the number "
+            "of pairs (--context-tokens) or pass --mixed-phase"
+        )
 
     def _draw(self, span: int, rng: np.random.Generator):
         """Keys, values and the needle's index: ``n_pairs`` pairs, or as many as fill ``context_tokens``."""
@@ -320,8 +360,12 @@ class TextKVRetrievalProbe(Probe):
             value_pos=value_pos,
             value_last=value_pos + len(c.value) - 1,
             variant=variant,
-            padding=(filled if shift else lead).record(),
+            padding=(filled if shift else lead).record() | self._moved(c),
         )
+
+    def _moved(self, c: Content) -> dict:
+        """What the record says of the move to one phase (nothing without ``same_phase``)."""
+        return {"same_phase_shift": c.shift} if self.params.same_phase else {}
 
     def _gap(self, c: Content, gap: int, where: str) -> Padding:
         left = self._text(c.key + [self.sep])

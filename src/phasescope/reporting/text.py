@@ -19,8 +19,7 @@ def interval(pair, fmt: str = ".1f") -> str:
 def detected_worst(metrics: Metrics) -> int | None:
     """The worst phase, when the verdict found an effect (a null run has a lowest phase, not a worst one)."""
     v = metrics.verdict
-    found = v.kind in ("effect", "ceiling", "floor") and v.p_value is not None and v.p_value < 0.05
-    return v.worst_phase if found else None
+    return v.worst_phase if "gap" in v.claims else None
 
 
 def phase_margins(metrics: Metrics) -> dict[int, tuple[float | None, list | None]]:
@@ -66,6 +65,8 @@ def period_line(metrics: Metrics) -> str:
     p = f"p = {period.p_value:.2g}"
     if period.kind == "other":
         return f"a period-{period.detected} pattern ({p}), not a step-phase effect (step {metrics.step})"
+    if period.kind == "multiple":
+        return f"detected period {period.detected} ({p}): {period.note}"
     if period.detected:
         return f"detected period {period.detected} ({p})"
     return f"no significant period ({p})"

@@ -354,6 +354,20 @@ class RunLock:
             self.lock.release()
 
 
+def upgrade_spec(saved: dict) -> dict:
+    """A spec.json written before an option existed, with that option set to the value that
+    reproduces what the run did (``same_phase``: contents of the text probe were not moved to
+    one phase; the id-level probe has one phase per offset either way)."""
+    saved = json.loads(json.dumps(saved))
+    sweep_probe = (saved.get("sweep") or {}).get("probe")
+    text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
+    if isinstance(sweep_probe, dict) and "same_phase" not in sweep_probe:
+        sweep_probe["same_phase"] = not text_probe
+    if text_probe and "same_phase" not in saved["probe"]:
+        saved["probe"]["same_phase"] = False
+    return saved
+
+
 def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_manifest) -> dict:
     """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
     same model (weights fingerprint; the path it was reached by does not matter); the manifest
@@ -371,12 +385,17 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
         saved = read_json(spec_path, "sweep spec", fix)
         # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
         ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
-        before, now = _without_model(saved), _without_model(spec)
+        before, now = _without_model(upgrade_spec(saved)), _without_model(spec)
         diff = differing_keys(before, now, ignore=ignore)
         if diff:
+            older = (
+                " (made before --same-phase existed: pass --mixed-phase to resume it)"
+                if any(key.endswith("same_phase") for key in diff) and "same_phase" not in json.dumps(saved)
+                else ""
+            )
             raise ProbeError(
-                f"{out} holds a different sweep ({differences(before, now, diff)}): rerun with the run's values "
-                "(its command is in manifest.json) to resume it, or use another --out"
+                f"{out} holds a different sweep ({differences(before, now, diff)}){older}: rerun with the run's "
+                "values (its command is in manifest.json) to resume it, or use another --out"
             )
         _check_same_model(out, model, manifest_path, fix)
     elif (out / "records.jsonl").exists():
