@@ -26,7 +26,7 @@ from pathlib import Path
 from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.recordfile import Record, read_records
-from phasescope.runfiles import atomic_write_text, read_json
+from phasescope.runfiles import atomic_write_bytes, atomic_write_text, read_json
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
 
@@ -142,12 +142,12 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     for name, frame in tables.items():
         path = folder / f"{name}.{fmt}"
         if fmt == "csv":
-            frame.to_csv(path, index=False)
+            atomic_write_text(path, frame.to_csv(index=False))
         elif fmt == "jsonl":
-            frame.to_json(path, orient="records", lines=True)
+            atomic_write_text(path, frame.to_json(orient="records", lines=True))
         else:
             try:
-                frame.to_parquet(path, index=False)
+                atomic_write_bytes(path, frame.to_parquet(index=False))
             except ImportError:
                 raise InputError("--format parquet needs pyarrow: pip install 'phasescope[export]'") from None
         paths.append(path)

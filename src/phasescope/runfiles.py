@@ -6,16 +6,43 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from phasescope.errors import CheckpointError, InputError
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers never see half a file and nothing is written
+    through a link: a temp file is *created* beside ``path`` (a new, unique name, O_EXCL: a
+    planted ``PATH.tmp`` link is never opened), then renamed over it. A ``path`` that is itself
+    a symbolic link is refused (a run directory from someone else could point it anywhere). On
+    an error (a full disk, an interruption) the temp file is removed."""
+    path = Path(path)
+    refuse_link(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, Ctrl-C: no half-written temp file is left behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file beside ``path``, then rename: readers never see half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """``atomic_write_bytes`` of UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def refuse_link(path: Path) -> None:
+    """InputError when ``path`` is a symbolic link: phasescope never writes through one."""
+    if Path(path).is_symlink():
+        target = os.readlink(path)
+        raise InputError(
+            f"{path} is a symbolic link (to {target}); phasescope does not write through links, so a run directory "
+            "cannot redirect a write elsewhere: replace the link with the file itself, or use another directory"
+        )
 
 
 def write_section(out: str | Path, name: str, data) -> Path:

@@ -18,7 +18,7 @@ from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number
-from phasescope.runfiles import read_json
+from phasescope.runfiles import atomic_write_text, read_json
 
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")
@@ -211,7 +211,7 @@ def write_compare(runs: list[ComparedRun], out: Path) -> Path:
     gap_forest(forest_rows(runs), gaps_png)
     images = [(path.name, base64.b64encode(path.read_bytes()).decode()) for path in (offsets_png, gaps_png)]
     page = out / "compare.html"
-    page.write_text(_page(runs, images, out))
+    atomic_write_text(page, _page(runs, images, out))
     return page
 
 

@@ -25,6 +25,7 @@ label is cut.
 
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from phasescope.metricsfile import Metrics  # noqa: E402
 from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
+from phasescope.runfiles import atomic_write_bytes  # noqa: E402
 
 WORST = "tab:red"
 OTHER = "tab:blue"
@@ -379,11 +381,19 @@ def _save(fig, path: Path, dpi: int = 110) -> None:
     drawn (bbox_inches="tight") so labels, legends and captions outside the axes are never cut."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    save_atomic(fig, path, dpi=dpi, bbox_inches="tight")
     # text kept as text (searchable, readable in the file); fixed ids and no date: same figure, same bytes
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "phasescope"}):
-        fig.savefig(path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
+        save_atomic(fig, path.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
+
+
+def save_atomic(fig, path: Path, **options) -> None:
+    """A figure drawn in memory and written at once (``runfiles.atomic_write_bytes``): a full disk
+    leaves no half PNG, and a link in the run directory redirects nothing."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip("."), **options)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 FIGURES = {

@@ -22,7 +22,7 @@ from phasescope.reporting.text import (
     probability_table,
     window_line,
 )
-from phasescope.runfiles import read_json
+from phasescope.runfiles import atomic_write_text, read_json
 
 
 def write_report(run_dir: Path, metrics: Metrics) -> Path:
@@ -36,7 +36,7 @@ def write_report(run_dir: Path, metrics: Metrics) -> Path:
         images.append(figure_tag(path))
     page = _page(run_dir, metrics, spec, images)
     out = run_dir / "report.html"
-    out.write_text(page)
+    atomic_write_text(out, page)
     return out
 
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from phasescope.reproduce.matrix import Entry
+from phasescope.runfiles import atomic_write_text
 
 SETTINGS = {"samples": 200, "offsets": list(range(8)), "seed": 0, "top_k": 1, "component": "kv-entries"}
 ALPHA = 0.05
@@ -27,7 +28,7 @@ def kv_ablation(entry: Entry, seed: int, model_dir: Path, out: Path) -> dict:
         settings = dict(SETTINGS)
         result = ablation_matrix(str(model_dir), "kv-retrieval", mode="zero", **settings)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1, allow_nan=False))
+        atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
     return summarise(result, str(path))
 
 

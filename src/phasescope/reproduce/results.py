@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
 from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA, MIN_SEEDS, spread
+from phasescope.runfiles import atomic_write_text
 
 COLUMNS = (
     "recipe",
@@ -52,11 +54,12 @@ def fmt(value, spec: str = ".1f") -> str:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        for r in rows:
-            writer.writerow([json.dumps(r.get(c)) if isinstance(r.get(c), list) else r.get(c) for c in COLUMNS])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(COLUMNS)
+    for r in rows:
+        writer.writerow([json.dumps(r.get(c)) if isinstance(r.get(c), list) else r.get(c) for c in COLUMNS])
+    atomic_write_text(path, text.getvalue())
 
 
 def model_table(rows: list[dict]) -> list[str]:
@@ -211,7 +214,7 @@ def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings:
 
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "results.csv", rows)
-    (out / "verdicts.json").write_text(json.dumps({**verdicts, "issue_23": extended}, indent=1))
+    atomic_write_text(out / "verdicts.json", json.dumps({**verdicts, "issue_23": extended}, indent=1))
     figures = write_figures(out, rows)
     compare = write_compare(out, rows)
     lines = [
@@ -248,7 +251,7 @@ def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings:
     if compare:
         lines.append(f"\nSeed 0 of every recipe side by side: [{compare}]({compare})")
     path = out / "RESULTS.md"
-    path.write_text("\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 

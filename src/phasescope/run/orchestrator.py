@@ -28,7 +28,7 @@ from phasescope.backends.base import Backend, ScoringPlan, item_key
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement, judge
 from phasescope.recordfile import Record, read_records
 from phasescope.run.generation import grade_records
-from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json
+from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json, refuse_link
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
 # what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
@@ -324,6 +324,9 @@ def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, 
     return scored
 
 
+RUN_FILES = (".lock", "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html")
+
+
 class RunLock:
     """An exclusive lock on a run directory (released when the process ends, even by kill -9),
     so two sweeps never append to the same records.jsonl."""
@@ -339,6 +342,8 @@ class RunLock:
         if self.out.exists() and not self.out.is_dir():
             raise ProbeError(f"--out {self.out} is a file; pass a directory for the run")
         self.out.mkdir(parents=True, exist_ok=True)
+        for name in RUN_FILES:  # a run directory from someone else must not redirect a write through a link
+            refuse_link(self.out / name)
         self.lock = FileLock(self.out / ".lock", timeout=0)
         try:
             self.lock.acquire()

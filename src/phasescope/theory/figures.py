@@ -3,6 +3,7 @@ offset, gap vs step, critical capacity. Each function reads only the JSON-able d
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -10,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from phasescope.runfiles import atomic_write_bytes  # noqa: E402
 
 
 def write_figures(result: dict, out: Path) -> list[Path]:
@@ -21,8 +24,10 @@ def write_figure(result: dict, name: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     fig = FIGURES[name](result)
     path = out / f"theory_{name}.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
     return path
 
 

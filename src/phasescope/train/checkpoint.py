@@ -44,6 +44,8 @@ def save_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f"step-{step}.tmp"
+    if tmp.is_symlink():  # a planted link: removed, never written through
+        tmp.unlink()
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     save_model(model, str(tmp / "model.safetensors"))

@@ -25,7 +25,14 @@ from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import CheckpointError, InputError
-from phasescope.runfiles import atomic_write_text, differences, differing_keys, latest_checkpoint, read_json
+from phasescope.runfiles import (
+    atomic_write_text,
+    differences,
+    differing_keys,
+    latest_checkpoint,
+    read_json,
+    refuse_link,
+)
 from phasescope.train.checkpoint import load_checkpoint, save_checkpoint
 from phasescope.train.config import TrainConfig
 from phasescope.train.init import aligned, init_weights, random_alignment, resolve_init, write_init_record
@@ -134,6 +141,7 @@ class Logger:
 
     def write(self, record: dict) -> None:
         if self.enabled:
+            refuse_link(self.path)
             with self.path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
 
