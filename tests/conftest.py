@@ -82,3 +82,28 @@ def tiny_model(scheme: CompressionConfig, *, n_layers=2, n_heads=4, n_kv_heads=2
             if any(key in name for key in ("offset_logits", "sink", "position_bias", "norm_weight", "pos_")):
                 p.copy_(torch.randn_like(p))
     return model
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    """A copy of the demo's tiny-s4 model directory (tests may damage it)."""
+    import shutil
+
+    from phasescope.demo import ASSETS
+
+    target = tmp_path / "model"
+    shutil.copytree(ASSETS / "tiny-s4", target)
+    return target
+
+
+@pytest.fixture
+def swept(tmp_path, model_dir):
+    """A 4-content sweep of ``model_dir`` in tmp_path/run, made through the command line."""
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+
+    run = tmp_path / "run"
+    args = ["sweep", "--model", str(model_dir), "--out", str(run), "--samples", "4", "--no-progress"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    return run

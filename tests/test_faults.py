@@ -31,18 +31,7 @@ def refused(result, *phrases: str) -> None:
         assert phrase in result.output, result.output
 
 
-@pytest.fixture
-def model_dir(tmp_path):
-    target = tmp_path / "model"
-    shutil.copytree(ASSETS / "tiny-s4", target)
-    return target
-
-
-@pytest.fixture
-def swept(tmp_path, model_dir):
-    run = tmp_path / "run"
-    assert cli("sweep", "--model", str(model_dir), "--out", str(run), *FAST).exit_code == 0
-    return run
+# fixtures model_dir (a copy of the demo's tiny-s4) and swept (its 4-content run): tests/conftest.py
 
 
 # 1. invented period, phases out of range

@@ -8,10 +8,10 @@ import json
 import os
 
 import pytest
-from test_faults import FAST, cli, model_dir, refused, swept, train  # noqa: F401 (fixtures)
 
 from phasescope.errors import InputError
 from phasescope.runfiles import atomic_write_text, write_section
+from test_faults import FAST, cli, refused, train
 
 VICTIM_TEXT = "precious data\n"
 

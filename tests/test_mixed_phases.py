@@ -16,7 +16,6 @@ import pytest
 import phasescope
 from phasescope.analysis.design import design_check
 from phasescope.analysis.offset_effects import fit_offset_effects
-from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.simulate import Scenario, binomial_bound, calibrate, simulate
 from phasescope.analysis.stats import analyze_arrays
 from phasescope.analysis.verdict import holm, span, verdict
@@ -162,7 +161,6 @@ def test_defect_6_default_offsets_cover_six_windows_and_the_dry_run_says_what_th
 @pytest.fixture(scope="module")
 def deepseek(tmp_path_factory):
     from hf_models import tiny_deepseek_v4
-
     from phasescope.backends.tokenizers import named_tokenizer
 
     return tiny_deepseek_v4(tmp_path_factory.mktemp("v4") / "model", named_tokenizer("deepseek-v4"))

@@ -291,6 +291,8 @@ def _below_alpha(p: float | None) -> bool:
 
 
 def judge_extended(rows: list[dict], matrix) -> dict:
+    from phasescope.reproduce.amendment5 import judge_amendment5
+
     post = {e.recipe: post_training(rows, e.recipe, e.post_of) for e in matrix if e.post_of}
     post_verdicts = [v["verdict"] for v in post.values()]
     if post_verdicts and all(v == "reproduced" for v in post_verdicts):
@@ -317,4 +319,5 @@ def judge_extended(rows: list[dict], matrix) -> dict:
         "theory": theory(rows),
         "long_context": period_verdict(rows, LONG_PAIR[:1], "in 1,024-token rows with 64 pairs the period is the step"),
         "long_gap": welch(rows, *LONG_PAIR),
+        "amendment_5": judge_amendment5(rows),
     }

@@ -104,6 +104,54 @@ def margin_lines(v: dict | None) -> list[str]:
     return lines + [""]
 
 
+def amendment5_lines(a5: dict | None) -> list[str]:
+    """Amendment 5: the claims judged on sweep accuracy, the control by equivalence, KV-head
+    specialization on shared window boundaries."""
+    if not a5:
+        return []
+    control, shared, built_in = a5["control"], a5["kv_shared"], a5["kv_built_in"]
+    t1 = a5["theory"]["T1"]
+    lines = [
+        "## Amendment 5: every claim judged on what the sweep measures (issue #34)",
+        "",
+        "A seed counts when its *sweep* accuracy lies in the learned band (rule A's reading); the new seeds "
+        "(tiny-v4.1 and tiny-s2 seeds 3-5, tiny-s4-kv4 seeds 3-4) were trained after the amendment's commit.",
+        "",
+        f"### step 2 on sweep accuracy (B, 5a): **{a5['step2']['verdict']}**",
+        *period_lines(a5["step2"]),
+        f"Step-2 gap next to step 4 (5a): **{a5['step2_gap']['verdict']}**",
+        "",
+        *[f"* {welch_line(w)}" for w in a5["step2_gap"]["pairs"]],
+        "",
+        f"### T1 on sweep accuracy (5a): **{t1['verdict']}**",
+        "",
+        f"* {t1['prediction']}: {welch_line(t1)}",
+        "",
+        f"### matched control by equivalence (5c): **{control['verdict']}**",
+        "",
+        f"* `tiny-full-matched`: {control['why']}; intervals {_f(control['gap_ci_pp'])} pp",
+        "",
+        f"### KV-head specialization on shared window boundaries (5d): **{shared['verdict']}**",
+        "",
+    ]
+    for recipe, e in {**shared["entries"], **built_in["entries"]}.items():
+        built = (
+            " (built in: each KV head has its own boundaries; reported, not judged)"
+            if recipe in built_in["entries"]
+            else ""
+        )
+        lines.append(
+            f"* `{recipe}`{built}: {e['verdict']} — specialized on {e['specialized_seeds']} of {e['learned_seeds']} "
+            "counted seeds"
+        )
+    lines += ["", *[f"* {name}: {a5[key]}" for name, key in (
+        ("same vs split at two value phases (5e)", "same_vs_split"),
+        ("step 8 at 48 offsets (5f)", "step8_48"),
+        ("the intervention of 5d", "intervention"),
+    )], ""]  # fmt: skip
+    return lines
+
+
 def extended_section(ext: dict) -> list[str]:
     lines = [
         "## The rest of the study (issue #23)",
@@ -135,5 +183,6 @@ def extended_section(ext: dict) -> list[str]:
         *period_lines(ext["long_context"]),
         f"* {welch_line(ext['long_gap'])}",
         "",
+        *amendment5_lines(ext.get("amendment_5")),
     ]
     return lines

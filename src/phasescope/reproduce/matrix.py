@@ -49,6 +49,7 @@ class Entry:
     hf: bool = False  # a transformers directory (swept as hf:DIR)
     ensemble: bool = False  # also swept with the test-time phase ensemble
     max_seeds: int | None = None  # shown on fewer seeds (not judged: nothing to pool)
+    seeds: int | None = None  # shipped seeds 0..seeds-1 when more than the default 3 (amendment 5)
     baseline: str = "tiny-s4"  # a mitigation is compared with this recipe (same KV-cache bytes)
     post_of: str | None = None  # a post-trained model: swept on this base recipe's task, paired with it by seed
     samples: int | None = None  # contents per sweep, when not the reproduction's --samples
@@ -73,14 +74,16 @@ MATRIX = (
     Entry("tiny-s4-L16", mitigation="(c) larger raw window L = 16"),
     Entry("tiny-s4-random-align", mitigation="(d) random alignment in training"),
     # the 4-KV-head pair has 4x tiny-s4's KV bytes and half its schedule: compared only with each other
-    Entry("tiny-s4-kv4", mitigation="4 KV heads (stagger's baseline)", baseline="tiny-s4-kv4", kv_ablation=True),
+    Entry(
+        "tiny-s4-kv4", mitigation="4 KV heads (stagger's baseline)", baseline="tiny-s4-kv4", kv_ablation=True, seeds=5
+    ),
     Entry("tiny-s4-stagger", mitigation="(b) stagger, 4 KV heads", baseline="tiny-s4-kv4", kv_ablation=True),
     # issue #23 (after their sources: --retrain starts each from the run it needs)
     Entry("tiny-s4-post", post_of="tiny-s4", preferences=False),
     Entry("hf-deepseek-v4-tiny-post", hf=True, post_of="hf-deepseek-v4-tiny", preferences=False),
-    Entry("tiny-v4.1", preferences=False),  # step 2 (rule B)
+    Entry("tiny-v4.1", preferences=False, seeds=6),  # step 2 (rule B; amendment 5: six seeds)
     Entry("hf-deepseek-v4-tiny-s2", hf=True, preferences=False),
-    Entry("tiny-s2", preferences=False),  # theory T1
+    Entry("tiny-s2", preferences=False, seeds=6),  # theory T1 (amendment 5: six seeds)
     Entry("tiny-s4-d64", preferences=False),  # theory T2
     # amendment 1: step 2 on a harder task (the 128-token step-2 models reach the ceiling)
     Entry("tiny-s4-512", samples=128, preferences=False),

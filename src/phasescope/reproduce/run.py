@@ -150,7 +150,14 @@ def same_window_gap(run_dir: Path, resamples: int = 1000) -> dict:
     }
 
 
+DEFAULT_SEEDS = 3  # seeds 0..2 of every recipe (more where amendment 5 added them)
+
+
 def seeds_of(entry: Entry, seeds: int) -> range:
+    """The seeds of ``entry`` a reproduction covers: 0..seeds-1 (at most ``max_seeds``); a recipe
+    with more shipped seeds (``Entry.seeds``, amendment 5) gets all of them at the default."""
+    if entry.seeds is not None and seeds == DEFAULT_SEEDS:
+        return range(entry.seeds)
     return range(min(seeds, entry.max_seeds or seeds))
 
 
@@ -274,7 +281,7 @@ def run_reproduce(
     *,
     retrain: bool = False,
     jobs: int = 1,
-    seeds: int = 3,
+    seeds: int = DEFAULT_SEEDS,
     samples: int = 256,
     checkpoints: Path | None = None,
     matrix=MATRIX,
