@@ -19,6 +19,7 @@ from phasescope.analysis.offset_effects import fit_offset_effects
 from phasescope.analysis.simulate import Scenario, binomial_bound, calibrate, simulate
 from phasescope.analysis.stats import analyze_arrays
 from phasescope.analysis.verdict import holm, span, verdict
+from phasescope.errors import InputError
 from phasescope.specs import default_offsets
 
 BOOT = 199
@@ -209,3 +210,21 @@ def test_a_real_tokenizer_sweep_gets_a_tested_verdict_mixed_or_same_phase(deepse
     assert planted.period.detected == 4 and "gap" in planted.verdict.claims and planted.verdict.worst_phase == 0
     null = phasescope.analyze(_planted(tmp_path / "mixed", tmp_path / "null", 0, seed=2), n_resamples=499)
     assert null.verdict.claims == [] and null.verdict.kind == "no effect", null.verdict.sentence
+
+
+def test_a_run_made_before_same_phase_existed_resumes(tmp_path):
+    """Issue #31's rule for a new option: a spec.json of the previous release (no same_phase)
+    resumes -- the id-level probe at the default, the text probe with --mixed-phase (what it
+    did then) -- and a text run resumed at the new default is refused with the fix."""
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    model = tiny_qwen3(tmp_path / "m", word_tokenizer())
+    run = tmp_path / "run"
+    phasescope.sweep(f"hf:{model}", step=4, samples=2, offsets=range(8), same_phase=False, out=run)
+    spec = json.loads((run / "spec.json").read_text())
+    del spec["sweep"]["probe"]["same_phase"], spec["probe"]["same_phase"]  # as the previous release wrote it
+    (run / "spec.json").write_text(json.dumps(spec))
+    again = phasescope.sweep(f"hf:{model}", step=4, samples=2, offsets=range(8), same_phase=False, out=run)
+    assert again.scored == 0 and len(again.records) == 16
+    with pytest.raises(InputError, match="--mixed-phase"):
+        phasescope.sweep(f"hf:{model}", step=4, samples=2, offsets=range(8), out=run)

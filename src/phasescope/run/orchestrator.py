@@ -360,14 +360,24 @@ class RunLock:
 
 
 def upgrade_spec(saved: dict) -> dict:
-    """A spec.json written before an option existed, with that option set to the value that
-    reproduces what the run did (``same_phase``: contents of the text probe were not moved to
-    one phase; the id-level probe has one phase per offset either way)."""
+    """A spec.json written before some option existed, read as this version would have written
+    it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
+    ``backend`` sections) reads as its default -- what the run did, since the option did not
+    exist -- except where the default changed what is measured: ``same_phase`` (the text probe
+    did not move its contents to one phase; the id-level probe has one phase per offset either
+    way). So adding an option never stops an old run from resuming."""
     saved = json.loads(json.dumps(saved))
-    sweep_probe = (saved.get("sweep") or {}).get("probe")
+    sweep = saved.get("sweep")
+    if not isinstance(sweep, dict):
+        return saved
     text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
-    if isinstance(sweep_probe, dict) and "same_phase" not in sweep_probe:
-        sweep_probe["same_phase"] = not text_probe
+    defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
+    defaults["probe"]["same_phase"] = not text_probe
+    for key, value in defaults.items():
+        if isinstance(value, dict) and isinstance(sweep.get(key), dict):
+            sweep[key] = value | sweep[key]
+        elif key not in sweep:
+            sweep[key] = value
     if text_probe and "same_phase" not in saved["probe"]:
         saved["probe"]["same_phase"] = False
     return saved
