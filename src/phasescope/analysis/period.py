@@ -48,6 +48,7 @@ from phasescope.analysis.trend import (
     TrendChoice,
     design,
     inflation,
+    modulated,
     select_trend,
     wls_map,
 )
@@ -129,9 +130,7 @@ def _multiple(fx: OffsetEffects, step: int, multiples: list[int], alpha: float) 
         choice = select_trend(fx, residue, f"residue mod {period}")
         if choice.degree is None or not choice.checked:
             continue
-        fitted = _candidate(fx, period, step, choice.degree)
-        if isinstance(fitted, str):
-            continue
+        fitted = _fading_model(fx, residue, step, choice.degree)
         finer = _finer_p(fitted, period, step)
         if finer < alpha / max(len(multiples), 1):
             passed[period] = (finer, _step_part_p(fitted, period, step))
@@ -144,6 +143,18 @@ def _multiple(fx: OffsetEffects, step: int, multiples: list[int], alpha: float) 
         f"every {period} tokens beyond them (p = {finer:.2g})"
     )
     return {"detected": period, "kind": "multiple", "multiple_p": finer, "step_component_p": step_part, "note": note}
+
+
+def _fading_model(fx: OffsetEffects, residue: np.ndarray, step: int, degree: int) -> dict:
+    """The components' intercepts, the trend, the step's phase pattern changing linearly along the
+    offsets, and residues mod P (last). A phase effect that fades along the offsets (toward a
+    ceiling) makes residue r and r + step differ -- r + step is always later -- and must not read
+    as a pattern that repeats every P tokens."""
+    fading = modulated(fx.offset, residue % step)[:, step - 1 :]  # the step's indicators x the centred offset
+    base = design(fx.offset, degree, residue, fx.component)
+    n_trend = fx.n_components + degree
+    x = np.concatenate([base[:, :n_trend], fading, base[:, n_trend:]], axis=1)
+    return {"fitted": linear(fx, wls_map(x, fx.weight)), "x": x}
 
 
 def _step_part_p(fit: dict, period: int, step: int) -> float:

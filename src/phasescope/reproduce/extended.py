@@ -268,7 +268,19 @@ def margin_period_verdict(rows: list[dict], recipes: tuple[str, ...] = STEP2_ALL
 
 
 def _margin_entry(seeds: list[dict]) -> dict:
-    hits = [r.get("margin_period") == r["step"] and _below_alpha(r.get("margin_period_p")) for r in seeds]
+    hits = [
+        periodic_at_step(
+            {
+                "step": r["step"],
+                "period": r.get("margin_period"),
+                "period_p": r.get("margin_period_p"),
+                "period_kind": r.get("margin_period_kind"),
+                "step_component_p": r.get("margin_step_component_p"),
+            }
+        )
+        is True
+        for r in seeds
+    ]
     if len(seeds) < MIN_SEEDS:
         verdict = "inconclusive"
     else:
@@ -291,8 +303,6 @@ def _below_alpha(p: float | None) -> bool:
 
 
 def judge_extended(rows: list[dict], matrix) -> dict:
-    from phasescope.reproduce.amendment5 import judge_amendment5
-
     post = {e.recipe: post_training(rows, e.recipe, e.post_of) for e in matrix if e.post_of}
     post_verdicts = [v["verdict"] for v in post.values()]
     if post_verdicts and all(v == "reproduced" for v in post_verdicts):
@@ -319,5 +329,4 @@ def judge_extended(rows: list[dict], matrix) -> dict:
         "theory": theory(rows),
         "long_context": period_verdict(rows, LONG_PAIR[:1], "in 1,024-token rows with 64 pairs the period is the step"),
         "long_gap": welch(rows, *LONG_PAIR),
-        "amendment_5": judge_amendment5(rows),
     }

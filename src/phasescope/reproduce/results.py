@@ -28,6 +28,8 @@ COLUMNS = (
     "gap_p",
     "period",
     "period_p",
+    "period_kind",
+    "step_component_p",
     "same_window_gap_pp",
     "same_window_ci_pp",
     "same_window_p",
@@ -221,7 +223,8 @@ def write_results(out: Path, rows: list[dict], verdicts: dict, matrix, settings:
         "# Reproduction of the study's from-scratch claims",
         "",
         f"Written by `phasescope reproduce` from the checkpoints in `{settings['checkpoints']}`, {settings['seeds']} "
-        f"seeds, {settings['samples']} contents x offsets 0..23 per sweep (kv-retrieval, shift-needle).",
+        f"seeds (at 3: every shipped seed of the recipes amendment 5 gave more), {settings['samples']} contents x "
+        "offsets 0..23 per sweep (kv-retrieval, shift-needle).",
         "",
         "## Verdicts",
         "",

@@ -111,6 +111,8 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m, run_d
         "gap_p": m.gap_p_value,
         "period": m.period.detected,
         "period_p": m.period.p_value,
+        "period_kind": m.period.kind,
+        "step_component_p": m.period.step_component_p,
         **margin_columns(m),
         "forward_passes": step if variant == "phase-ensemble" else 1,
         "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
@@ -128,6 +130,8 @@ def margin_columns(m) -> dict:
         "margin_gap_ci": score.gap_ci,
         "margin_period": score.period.detected,
         "margin_period_p": score.period.p_value,
+        "margin_period_kind": score.period.kind,
+        "margin_step_component_p": score.period.step_component_p,
     }
 
 
@@ -290,6 +294,7 @@ def run_reproduce(
 ) -> dict:
     from rich.console import Console
 
+    from phasescope.reproduce.amendment5 import judge_amendment5
     from phasescope.reproduce.extended import judge_extended
     from phasescope.reproduce.preferences import add_preference_rhos
     from phasescope.reproduce.results import write_results
@@ -306,7 +311,7 @@ def run_reproduce(
     with_preferences = {e.recipe for e in matrix if e.preferences}
     add_preference_rhos([r for r in rows if r["recipe"] in with_preferences])
     verdicts = judge(rows, matrix)
-    extended = judge_extended(rows, matrix)
+    extended = judge_extended(rows, matrix) | {"amendment_5": judge_amendment5(rows)}
     shown = "phasescope/assets/reproduce (shipped)" if root == ASSETS else str(root)  # no machine's path
     settings = {"checkpoints": shown, "samples": samples, "seeds": seeds}
     write_results(out, rows, verdicts, matrix, settings, extended)

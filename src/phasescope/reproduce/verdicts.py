@@ -33,9 +33,14 @@ MIN_SEEDS = 3
 
 
 def periodic_at_step(row: dict) -> bool | None:
-    """True / False, or None when the period p-value was withheld (not testable)."""
+    """True / False, or None when the period p-value was withheld (not testable). A detected period
+    that is a multiple of the step counts when the step's own component inside it is significant
+    (the analysis of issue #29 names such a pattern; amendment 5f's reading, written before it
+    existed)."""
     if row.get("period_p") is None:
         return None
+    if row.get("period_kind") == "multiple":
+        return row["period_p"] < ALPHA and (row.get("step_component_p") or 1.0) < ALPHA
     return row.get("period") == row["step"] and row["period_p"] < ALPHA
 
 
