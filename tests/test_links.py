@@ -90,3 +90,27 @@ def test_a_training_log_that_is_a_link_is_refused(tmp_path, victim):
     plant(out / "log.jsonl", victim)
     refused(train(out, "--resume"), "is a symbolic link")
     assert victim.read_text() == VICTIM_TEXT
+
+
+# ---- issue #30, item 2 (records): every number checked where it enters ----
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("logprob_target", 0.5), ("logprob_target", -1e308), ("logprobs", {"right": 1.91, "pair+1": -2.0})],
+)
+def test_records_with_impossible_log_probs_are_refused(swept, field, value):
+    lines = (swept / "records.jsonl").read_text().splitlines()
+    record = json.loads(lines[3])
+    record[field] = value
+    lines[3] = json.dumps(record)
+    (swept / "records.jsonl").write_text("\n".join(lines) + "\n")
+    refused(cli("analyze", str(swept)), "line 4", field, "log-probability")
+
+
+def test_records_of_another_step_than_the_spec_are_refused(swept):
+    lines = [json.loads(line) for line in (swept / "records.jsonl").read_text().splitlines()]
+    for record in lines:
+        record["step"] = 8
+    (swept / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    refused(cli("analyze", str(swept)), "step 8", "step 4")

@@ -48,7 +48,7 @@ def test_an_older_record_gets_the_defaults_it_was_analyzed_with():
     [
         ({"phase": 4}, "phase 4; a phase is an integer in \\[0, step=4\\)"),
         ({"correct": "yes"}, "field 'correct' must be true or false"),
-        ({"logprob_target": float("nan")}, "field 'logprob_target' must be a finite number"),
+        ({"logprob_target": float("nan")}, "field 'logprob_target' must be a log-probability"),
         ({"variant": -1}, "field 'variant' must be an integer >= 0"),
     ],
 )

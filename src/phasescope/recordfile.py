@@ -109,6 +109,17 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+LOWEST_LOGPROB = -1e6  # nats: far below any real log-prob (float32 softmax ends near -100), far above -1e308
+LOGPROB_SLACK = 1e-4  # a log-softmax rounds a probability of 1 to a few 1e-7 above 0
+LOGPROB_RANGE = f"a log-probability: a number in [{LOWEST_LOGPROB:g}, 0] (a probability in (0, 1])"
+
+
+def _is_logprob(value) -> bool:
+    """A log-probability as a model could give it: finite, at most 0 (up to rounding), not absurdly low
+    (-1e308 would overflow every sum the statistics take)."""
+    return _is_number(value) and LOWEST_LOGPROB <= value <= LOGPROB_SLACK
+
+
 def check_record(record, where: str) -> None:
     """InputError naming ``where`` (file and line, or record index) and the field at fault."""
     if not isinstance(record, dict):
@@ -121,12 +132,12 @@ def check_record(record, where: str) -> None:
         ("step", _is_int(record["step"]) and record["step"] >= 1, "an integer >= 1"),
         ("offset", _is_int(record["offset"]) and record["offset"] >= 0, "an integer >= 0"),
         ("correct", isinstance(record["correct"], bool), "true or false"),
-        ("logprob_target", _is_number(record["logprob_target"]), "a finite number"),
+        ("logprob_target", _is_logprob(record["logprob_target"]), LOGPROB_RANGE),
         (
             "logprobs",
             isinstance(record["logprobs"], dict)
-            and all(isinstance(k, str) and (v is None or _is_number(v)) for k, v in record["logprobs"].items()),
-            "an object of candidate name -> finite number",
+            and all(isinstance(k, str) and (v is None or _is_logprob(v)) for k, v in record["logprobs"].items()),
+            f"an object of candidate name -> {LOGPROB_RANGE}",
         ),
         ("variant", _is_int(record.get("variant", 0)) and record.get("variant", 0) >= 0, "an integer >= 0"),
         (

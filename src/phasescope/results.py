@@ -41,6 +41,12 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     seed = spec.get("seed", 0)
     if not isinstance(seed, int):
         raise InputError(f"{spec_path}: seed must be an integer, got {seed!r}")
+    step = spec.get("step")
+    if isinstance(step, int) and found.records[0].step != step:  # check_records: one step in all records
+        raise InputError(
+            f"{path}: the records say step {found.records[0].step}, but {spec_path} says the sweep counted phases with "
+            f"step {step}; the records belong to another sweep (phases 0..{step - 1} would be misread)"
+        )
     metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
     from phasescope.analysis.task_metrics import task_metrics
 
