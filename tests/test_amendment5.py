@@ -35,3 +35,19 @@ def test_specialization_is_judged_on_shared_boundaries_and_the_staggered_model_o
         a5["kv_shared"]["verdict"] == "inconclusive" and a5["kv_shared"]["entries"]["tiny-s4-kv4"]["learned_seeds"] == 5
     )
     assert a5["kv_built_in"]["verdict"] == "reproduced" and "not run yet" in a5["intervention"]
+
+
+def test_same_vs_split_needs_both_value_phases_and_step_8_is_judged_at_48_offsets():
+    from phasescope.reproduce.amendment5 import same_vs_split
+
+    def split(seed, ci, phases):
+        extra = {"same_minus_split_ci_pp": ci, "discordant_phases": phases, "same_minus_split_pp": 9.0}
+        return row("tiny-s4", seed, 0.6, variant="kv-gaps-012", **extra)
+
+    rows = [split(s, [4.0, 14.0], [1, 2]) for s in range(3)]
+    assert same_vs_split(on_sweep_accuracy(rows))["verdict"] == "reproduced"
+    one_phase = rows[:2] + [split(2, [4.0, 14.0], [1])]
+    assert same_vs_split(on_sweep_accuracy(one_phase))["verdict"] == "inconclusive"
+    step8 = [row("tiny-s8", s, 0.32, variant="offsets-48", step=8, period=8, period_p=0.001) for s in range(3)]
+    step8[2] |= {"period": 16, "period_kind": "multiple", "step_component_p": 0.002}
+    assert judge_amendment5(step8)["step8_48"]["verdict"] == "reproduced"

@@ -226,6 +226,14 @@ def _test(fits: dict, step: int, alpha: float) -> dict:
     detected = next(q for q in sorted(fits) if best % q == 0 and _finer_p(fits[best], best, q) >= alpha)
     if step % detected == 0:
         return {"p_value": p_value, "detected": detected, "kind": "step"}
+    if detected % step == 0:  # a multiple of the step found directly: its step component is said beside it
+        finer, step_part = _finer_p(fits[detected], detected, step), _step_part_p(fits[detected], detected, step)
+        note = (
+            f"a period-{detected} pattern: the step's phases (step {step}, p = {step_part:.2g}) and a pattern that "
+            f"repeats every {detected} tokens beyond them (p = {finer:.2g})"
+        )
+        return {"p_value": p_value, "detected": detected, "kind": "multiple", "multiple_p": finer,
+                "step_component_p": step_part, "note": note}  # fmt: skip
     note = (
         f"a period-{detected} pattern, not a step-phase effect (step {step}): the phase effects and the gap "
         f"mix it with the step's phases"

@@ -144,11 +144,19 @@ def amendment5_lines(a5: dict | None) -> list[str]:
             f"* `{recipe}`{built}: {e['verdict']} — specialized on {e['specialized_seeds']} of {e['learned_seeds']} "
             "counted seeds"
         )
-    lines += ["", *[f"* {name}: {a5[key]}" for name, key in (
-        ("same vs split at two value phases (5e)", "same_vs_split"),
-        ("step 8 at 48 offsets (5f)", "step8_48"),
-        ("the intervention of 5d", "intervention"),
-    )], ""]  # fmt: skip
+    split = a5["same_vs_split"]
+    lines += [
+        "",
+        f"### same vs split at two value phases (5e): **{split['verdict']}**",
+        "",
+        f"* `tiny-s4` with `--kv-gaps 0,1,2`: {split['why']}; same - split {_f(split['same_minus_split_pp'])} pp, "
+        f"intervals {_f(split['ci_pp'])}, discordant value phases {split['discordant_phases']}",
+        "",
+        f"### step 8 at 48 offsets (5f): **{a5['step8_48']['verdict']}**",
+        *period_lines(a5["step8_48"]),
+        f"* the intervention of 5d: {a5['intervention']}",
+        "",
+    ]
     return lines
 
 

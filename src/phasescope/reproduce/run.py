@@ -38,17 +38,20 @@ def geometry(model_dir: Path, entry: Entry) -> dict:
     return {k: first.get(k) for k in ("step", "window", "local", "pooler")} | {"rope": rope}
 
 
-VARIANTS = {  # variant -> (kv gaps, phase ensemble, run-dir suffix)
-    "plain": ((0,), False, ""),
-    "kv-gaps": ((0, 1), False, "-kvgaps"),
-    "phase-ensemble": ((0,), True, "-ensemble"),
+VARIANTS = {  # variant -> (kv gaps, phase ensemble, run-dir suffix, offsets)
+    "plain": ((0,), False, "", OFFSETS),
+    "kv-gaps": ((0, 1), False, "-kvgaps", OFFSETS),
+    "phase-ensemble": ((0,), True, "-ensemble", OFFSETS),
+    # amendment 5: same vs split at two value phases (5e); step 8 over six windows (5f)
+    "kv-gaps-012": ((0, 1, 2), False, "-kvgaps012", OFFSETS),
+    "offsets-48": ((0,), False, "-o48", tuple(range(48))),
 }
 
 
 def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str, samples: int, resamples: int):
     import phasescope
 
-    kv_gaps, ensemble, suffix = VARIANTS[variant]
+    kv_gaps, ensemble, suffix, offsets = VARIANTS[variant]
     run_dir = out / "runs" / f"{entry.recipe}-s{seed}{suffix}"
     geo = geometry(model_dir, entry)
     spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
@@ -59,12 +62,12 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
         spec,
         step=step,
         samples=samples,
-        offsets=OFFSETS,
+        offsets=offsets,
         kv_gaps=kv_gaps,
         phase_ensemble=ensemble,
         task=task,
         out=run_dir,
-        command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:24 "
+        command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:{len(offsets)} "
         f"--kv-gaps {','.join(map(str, kv_gaps))}"
         + (" --phase-ensemble" if ensemble else "")
         + f" --out {run_dir}"
@@ -72,9 +75,12 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
     )
     metrics = phasescope.analyze(run_dir, n_resamples=resamples)
     result = row(entry, seed, model_dir, geo, step, metrics, run_dir, variant)
-    if variant == "kv-gaps":
+    if variant in ("kv-gaps", "kv-gaps-012"):
         result |= same_window_gap(run_dir, resamples)
-        result["same_minus_split_pp"] = (metrics.windows or {}).get("same_minus_split_pp")
+        windows = metrics.windows or {}
+        result["same_minus_split_pp"] = windows.get("same_minus_split_pp")
+        result["same_minus_split_ci_pp"] = windows.get("ci_pp")
+        result["discordant_phases"] = windows.get("discordant_phases")
     return result
 
 
@@ -198,6 +204,7 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
             rows.append({"recipe": entry.recipe, "seed": seed, "variant": "plain", "learned": False, "missing": True})
             continue
         variants = ["plain"] + ["kv-gaps"] * entry.same_window + ["phase-ensemble"] * entry.ensemble
+        variants += list(entry.amendment5_variants)
         swept = [sweep_one(entry, seed, model_dir, out, v, samples, resamples) for v in variants]
         if entry.kv_ablation:
             from phasescope.reproduce.kv_ablation import kv_ablation
