@@ -21,7 +21,14 @@ The intervention of 5d needs ablation sweeps the matrix does not run yet; its ve
 
 from __future__ import annotations
 
-from phasescope.reproduce.extended import STEP2_PAIRS, kv_specialization, period_verdict, step2_gap, theory
+from phasescope.reproduce.extended import (
+    STEP2_PAIRS,
+    kv_specialization,
+    period_verdict,
+    seed_verdict,
+    step2_gap,
+    theory,
+)
 from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import MIN_SEEDS
 
@@ -67,16 +74,8 @@ def same_vs_split(rows: list[dict], recipe: str = "tiny-s4") -> dict:
         and {1, 2} <= set(r.get("discordant_phases") or [])
         for r in seeds
     ]
-    if len(seeds) < MIN_SEEDS:
-        verdict = "inconclusive"
-    elif all(hits):
-        verdict = "reproduced"
-    elif not any(hits):
-        verdict = "not reproduced"
-    else:
-        verdict = "inconclusive"
     return {
-        "verdict": verdict,
+        "verdict": seed_verdict(hits),
         "why": f"same - split interval above 0 at value phases 1 and 2 on {sum(hits)} of {len(seeds)} counted seeds",
         "same_minus_split_pp": [r.get("same_minus_split_pp") for r in seeds],
         "ci_pp": [r.get("same_minus_split_ci_pp") for r in seeds],

@@ -165,19 +165,20 @@ def theory(rows: list[dict]) -> dict:
     return out
 
 
+def seed_verdict(hits: list[bool]) -> str:
+    """Reproduced when the test holds on every counted seed, not reproduced when on none,
+    inconclusive otherwise or with fewer than MIN_SEEDS seeds."""
+    if len(hits) < MIN_SEEDS:
+        return "inconclusive"
+    return "reproduced" if all(hits) else "not reproduced" if not any(hits) else "inconclusive"
+
+
 def kv_specialization(rows: list[dict], recipes: list[str]) -> dict:
     entries = {}
     for recipe in recipes:
         seeds = [r for r in plain(rows, recipe) if r.get("learned") and r.get("kv") is not None]
         hits = [r["kv"]["specialized"] for r in seeds]
-        if len(seeds) < MIN_SEEDS:
-            verdict = "inconclusive"
-        elif all(hits):
-            verdict = "reproduced"
-        elif not any(hits):
-            verdict = "not reproduced"
-        else:
-            verdict = "inconclusive"
+        verdict = seed_verdict(hits)
         entries[recipe] = {
             "verdict": verdict,
             "learned_seeds": len(seeds),
