@@ -137,7 +137,12 @@ def _multiple(fx: OffsetEffects, step: int, multiples: list[int], alpha: float) 
     if not passed:
         return {}
     period = min(passed)
-    finer, step_part = passed[period]
+    return _as_multiple(period, step, *passed[period])
+
+
+def _as_multiple(period: int, step: int, finer: float, step_part: float) -> dict:
+    """The period result for a multiple of the step: its pattern beyond the step's phases and the
+    step's own component, both said."""
     note = (
         f"a period-{period} pattern: the step's phases (step {step}, p = {step_part:.2g}) and a pattern that repeats "
         f"every {period} tokens beyond them (p = {finer:.2g})"
@@ -228,12 +233,7 @@ def _test(fits: dict, step: int, alpha: float) -> dict:
         return {"p_value": p_value, "detected": detected, "kind": "step"}
     if detected % step == 0:  # a multiple of the step found directly: its step component is said beside it
         finer, step_part = _finer_p(fits[detected], detected, step), _step_part_p(fits[detected], detected, step)
-        note = (
-            f"a period-{detected} pattern: the step's phases (step {step}, p = {step_part:.2g}) and a pattern that "
-            f"repeats every {detected} tokens beyond them (p = {finer:.2g})"
-        )
-        return {"p_value": p_value, "detected": detected, "kind": "multiple", "multiple_p": finer,
-                "step_component_p": step_part, "note": note}  # fmt: skip
+        return {"p_value": p_value} | _as_multiple(detected, step, finer, step_part)
     note = (
         f"a period-{detected} pattern, not a step-phase effect (step {step}): the phase effects and the gap "
         f"mix it with the step's phases"
