@@ -253,52 +253,39 @@ def power_table(results) -> str:
     return table(head, rows)
 
 
-def dependence_table(results) -> str:
-    head = ["scenario", "datasets", "phase dependence test", "its CI covers the truth", "gap test"]
-    rows = [
-        [name, str(r["n"]), pct(r["dependence_rejects"]), pct(r["dependence_ci_covers"]), pct(r["gap_rejects"])]
-        for name, _, r, _ in results
-    ]
+def rate_table(results, columns: dict[str, str]) -> str:
+    """One row per scenario: its name, its datasets, then each rate in ``columns`` (header -> key)."""
+    head = ["scenario", "datasets", *columns]
+    rows = [[name, str(r["n"]), *(pct(r[key]) for key in columns.values())] for name, _, r, _ in results]
     return table(head, rows)
+
+
+def dependence_table(results) -> str:
+    columns = {"phase dependence test": "dependence_rejects", "its CI covers the truth": "dependence_ci_covers"}
+    return rate_table(results, columns | {"gap test": "gap_rejects"})
 
 
 def window_table(results) -> str:
-    head = ["scenario", "datasets", "same-window test rejects", "interval covers truth"]
-    rows = [[name, str(r["n"]), pct(r["window_rejects"]), pct(r["window_ci_covers"])] for name, _, r, _ in results]
-    return table(head, rows)
+    return rate_table(
+        results, {"same-window test rejects": "window_rejects", "interval covers truth": "window_ci_covers"}
+    )
 
 
 def claims_table(results) -> str:
-    head = [
-        "scenario",
-        "datasets",
-        "verdict claims an effect or a pattern",
-        "claims anything",
-        "gap test",
-        "period found",
-        "phase dependence",
-        "p withheld",
-        "gap CI covers 0",
-        "accuracy CIs cover",
-        "effect CIs cover",
-    ]
-    rows = [
-        [
-            name,
-            str(r["n"]),
-            pct(r["claims_effect_or_pattern"]),
-            pct(r["claims_anything"]),
-            pct(r["gap_rejects"]),
-            pct(r["period_detected"]),
-            pct(r["dependence_rejects"]),
-            pct(r["gap_withheld"]),
-            pct(r["gap_ci_covers"]),
-            pct(r["accuracy_ci_covers"]),
-            pct(r["effect_ci_covers"]),
-        ]
-        for name, _, r, _ in results
-    ]
-    return table(head, rows)
+    return rate_table(
+        results,
+        {
+            "verdict claims an effect or a pattern": "claims_effect_or_pattern",
+            "claims anything": "claims_anything",
+            "gap test": "gap_rejects",
+            "period found": "period_detected",
+            "phase dependence": "dependence_rejects",
+            "p withheld": "gap_withheld",
+            "gap CI covers 0": "gap_ci_covers",
+            "accuracy CIs cover": "accuracy_ci_covers",
+            "effect CIs cover": "effect_ci_covers",
+        },
+    )
 
 
 def multiple_table(results) -> str:
