@@ -3,16 +3,50 @@ answers like vLLM (echoed prompt tokens as ``token_id:N``, prompt log-probs, top
 alternatives) and can be told to misbehave, one fault per request, in order."""
 
 import json
+import math
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
 
 
+def _set_all(logprobs: dict, value) -> dict:
+    """Every log-prob (prompt and top) replaced by ``value``."""
+    values = [None] + [value] * (len(logprobs["token_logprobs"]) - 1)
+    tops = [None] + [{k: value for k in top} for top in logprobs["top_logprobs"][1:]]
+    return logprobs | {"token_logprobs": values, "top_logprobs": tops}
+
+
+def _next_id(token: str) -> str:
+    return f"token_id:{int(token.split(':')[1]) + 1}"
+
+
+# Answers a broken or non-vLLM server gives: each must be refused, naming the server, and record nothing.
+MALFORMED = {
+    "no-logprobs": lambda lp: None,
+    "string-logprobs": lambda lp: "n/a",
+    "short-logprobs": lambda lp: lp | {"token_logprobs": lp["token_logprobs"][:-3]},
+    "short-tops": lambda lp: lp | {"top_logprobs": lp["top_logprobs"][:-1]},
+    "tops-not-list": lambda lp: lp | {"top_logprobs": "x"},
+    "top-string": lambda lp: lp | {"top_logprobs": lp["top_logprobs"][:-1] + ["?"]},
+    "bad-token": lambda lp: lp | {"tokens": lp["tokens"][:-1] + ["token_id:abc"]},
+    "huge-token": lambda lp: lp | {"tokens": lp["tokens"][:-1] + ["token_id:99999999999"]},
+    "text-token": lambda lp: lp | {"tokens": ["hello"] + lp["tokens"][1:]},
+    "minus-inf": lambda lp: _set_all(lp, -math.inf),
+    "minus-1e308": lambda lp: _set_all(lp, -1e308),
+    "positive": lambda lp: _set_all(lp, 1.92),
+    "nan": lambda lp: _set_all(lp, math.nan),
+    "string-value": lambda lp: _set_all(lp, "-0.5"),
+    "reorder": lambda lp: lp | {"tokens": lp["tokens"][:5] + [_next_id(lp["tokens"][5])] + lp["tokens"][6:]},
+}
+
+
 class FakeVLLM:
     def __init__(self, model):
         self.model = model.eval()
-        self.faults: list[str] = []  # consumed one per request: "500", "drop", "garbage", "no-logprobs", "reorder"
+        # consumed one per request: "500", "drop", "garbage", "429", "drip", or a malformed answer (MALFORMED)
+        self.faults: list[str] = []
         self.token_ids_supported = True  # vLLM's logprob_token_ids; False: ignored, as by older servers
         self.requests = 0
         self.auth: list[str | None] = []
@@ -38,10 +72,27 @@ class FakeVLLM:
                 if fault == "garbage":
                     self._send(200, b"{not json")
                     return
+                if fault == "429":
+                    self._send(429, b"slow down", {"Retry-After": "0.2"})
+                    return
+                if fault == "drip":  # one byte every 0.3 s for 30 s: never a whole answer in time
+                    self.send_response(200)
+                    self.send_header("Content-Length", "100")
+                    self.end_headers()
+                    for _ in range(100):
+                        try:
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                        except OSError:  # the client gave up
+                            return
+                        time.sleep(0.3)
+                    return
                 self._send(200, json.dumps(server.answer(body, fault)).encode())
 
-            def _send(self, status, payload):
+            def _send(self, status, payload, headers=None):
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -66,11 +117,9 @@ class FakeVLLM:
         top = {f"token_id:{t}": float(logp[-1, t]) for t in (wanted or [])}
         top[f"token_id:{generated}"] = float(logp[-1].max())
         tokens, values, tops = tokens + [f"token_id:{generated}"], values + [float(logp[-1].max())], tops + [top]
-        if fault == "reorder":
-            tokens[5] = f"token_id:{ids[5] + 1}"
-        logprobs = (
-            None if fault == "no-logprobs" else {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops}
-        )
+        logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops}
+        if fault in MALFORMED:
+            logprobs = MALFORMED[fault](logprobs)
         return {"choices": [{"index": 0, "text": "", "logprobs": logprobs}]}
 
     def generate(self, ids: list[int], max_tokens: int) -> dict:

@@ -3,6 +3,7 @@ and every fault gives the documented behaviour (retry, then a clear error; ids c
 finished records kept; the API key never written)."""
 
 import json
+import time
 
 import pytest
 from transformers import AutoModelForCausalLM
@@ -76,13 +77,78 @@ def test_the_last_failure_is_a_clear_error_and_finished_records_stay(served, tmp
 
 @pytest.mark.parametrize(
     "fault, phrase",
-    [("no-logprobs", "no log-probs"), ("reorder", "at position 5 where")],
+    [
+        ("no-logprobs", "no log-probs"),
+        ("reorder", "at position 5 where"),
+        ("string-logprobs", "malformed .logprobs is a str"),
+        ("short-logprobs", "malformed .* log-probs"),
+        ("short-tops", "malformed .* top lists"),
+        ("tops-not-list", "malformed .*must be lists"),
+        ("top-string", "malformed .*top_logprobs entry"),
+        ("bad-token", "malformed .*token 'token_id:abc' is not a token id"),
+        ("huge-token", "malformed .*is not a token id"),
+        ("text-token", "ignores return_tokens_as_token_ids"),
+        ("minus-inf", r"log-probability -inf"),
+        ("minus-1e308", r"log-probability -1e\+308"),
+        ("positive", "log-probability 1.92"),
+        ("nan", "log-probability nan"),
+        ("string-value", "log-probability '-0.5'"),
+    ],
 )
-def test_missing_logprobs_and_changed_ids_are_refused(served, fault, phrase):
+@pytest.mark.parametrize("fast", [True, False], ids=["logprob_token_ids", "per-candidate"])
+def test_malformed_answers_are_refused_naming_the_server_and_nothing_is_recorded(served, tmp_path, fault, phrase, fast):
+    """Each shape a broken or non-vLLM server sends is one error naming the server, the content and
+    the offset, on both request paths; the run directory holds no record from it."""
     server, directory = served
-    server.faults = [fault]
-    with pytest.raises(InputError, match=phrase):
-        phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, options=options(directory, concurrency=1))
+    server.faults, server.token_ids_supported = [fault], fast
+    try:
+        with pytest.raises(InputError, match=phrase) as err:
+            phasescope.sweep(
+                f"openai:{server.url}#tiny",
+                step=4,
+                samples=1,
+                out=tmp_path / "r",
+                options=options(directory, concurrency=1, retries=0),
+            )
+    finally:
+        server.faults, server.token_ids_supported = [], True
+    message = str(err.value)
+    assert server.url in message and "content " in message and "offset " in message
+    records = tmp_path / "r" / "records.jsonl"
+    assert not records.exists() or not records.read_text().strip()
+
+
+def test_a_dripping_server_is_cut_off_at_the_deadline(served):
+    """--timeout bounds the whole request: a server sending one byte every 0.3 s is given up on
+    after about --timeout seconds, not after every byte."""
+    server, directory = served
+    server.faults = ["drip"]
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"no answer after 1 tries.*within --timeout 1 s.*rerun the same command"):
+        phasescope.sweep(
+            f"openai:{server.url}#tiny",
+            step=4,
+            samples=1,
+            options=options(directory, concurrency=1, retries=0, timeout=1.0),
+        )
+    assert time.monotonic() - started < 5
+    server.faults = []
+
+
+def test_429_waits_for_retry_after_within_the_retries(served):
+    server, directory = served
+    server.faults = ["429", "429"]
+    started = time.monotonic()
+    result = phasescope.sweep(
+        f"openai:{server.url}#tiny", step=4, samples=1, options=options(directory, concurrency=1, retries=2)
+    )
+    assert len(result.records) == 24 and not server.faults
+    assert time.monotonic() - started >= 0.4  # two Retry-After: 0.2 waits honoured
+    server.faults = ["429"] * 3
+    with pytest.raises(InputError, match=r"no answer after 2 tries .*HTTP 429.*Retry-After 0.2 s.*records are kept"):
+        phasescope.sweep(
+            f"openai:{server.url}#tiny", step=4, samples=1, options=options(directory, concurrency=1, retries=1)
+        )
     server.faults = []
 
 

@@ -10,16 +10,21 @@ batch; a server without it gets the per-candidate requests). The ids the server
 echoes must equal those sent — a mismatch is an error naming the first differing position.
 A candidate is greedily right when the top-1 token at each of its positions is its token.
 
-Requests run ``concurrency`` at a time, each with a timeout; 5xx answers, dropped connections
-and unreadable JSON are retried with exponential backoff, and the last failure is a clear
-error. Records already scored stay in ``records.jsonl`` (the sweep writes per batch), so
-rerunning resumes. The API key is read from an environment variable and is never logged or
-written to the run directory.
+Requests run ``concurrency`` at a time, each within a deadline of ``--timeout`` seconds for the
+whole exchange (a server that drips bytes is cut off); 5xx answers, dropped connections,
+deadlines and unreadable JSON are retried with exponential backoff, HTTP 429 after the server's
+``Retry-After`` (up to 300 s), and the last failure is a clear error. Every answer is checked
+before anything is recorded: its shape (lists of equal length, ``token_id:N`` tokens of this
+tokenizer) and every log-prob read (a number in [-1e6, 0]); a malformed answer is one error
+naming the server, the content and the offset. Records already scored stay in
+``records.jsonl`` (the sweep writes per batch), so rerunning resumes. The API key is read from
+an environment variable and is never logged or written to the run directory.
 """
 
 from __future__ import annotations
 
-import math
+import email.utils
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +37,9 @@ PREFIX = "openai:"
 SUMMARY = "an OpenAI-compatible completions server (vLLM), prompts sent as token ids; needs --tokenizer"
 EXAMPLE = "openai:http://localhost:8000/v1#MODEL"
 TOKEN_PREFIX = "token_id:"
+LOGPROB_FLOOR = -1e6  # as the record reader's bound: below it a "log-prob" is a broken number, not a rare token
+MAX_RETRY_AFTER = 300.0  # seconds: a longer rate-limit wait ends the sweep (a rerun resumes)
+KEPT = "Scored records are kept; rerun the same command to resume"
 
 
 class FastPathUnavailable(Exception):
@@ -83,33 +91,27 @@ class ServedModel(Backend):
         sent = item.input_ids
         wanted = sorted({tokens[0] for tokens in item.candidates.values()})
         body = self._body(sent) | {"logprob_token_ids": wanted}
-        logprobs = self._choice(self._post(body), item).get("logprobs") or {}
-        echoed, tops = self._checked(logprobs, sent, item)
+        ids, _, tops = self._echo(self._post(body, item), sent, item)
         top = tops[len(sent)] if len(tops) > len(sent) else None
-        if not top or any(f"{TOKEN_PREFIX}{t}" not in top for t in wanted) or len(echoed) <= len(sent):
+        if top is None or len(ids) <= len(sent):
             raise FastPathUnavailable
-        at_answer = {name: top[f"{TOKEN_PREFIX}{tokens[0]}"] for name, tokens in item.candidates.items()}
-        scores = {name: self._logprob(value, item) for name, value in at_answer.items()}
-        greedy = _token_id(echoed[len(sent)]) == item.candidates[item.target][0]
+        top = self._top(top, item)
+        if any(t not in top for t in wanted):
+            raise FastPathUnavailable
+        scores = {name: top[tokens[0]] for name, tokens in item.candidates.items()}
+        greedy = ids[len(sent)] == item.candidates[item.target][0]
         return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}
 
-    def _choice(self, answer: dict, item: ProbeItem) -> dict:
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not choices or not isinstance(choices[0], dict):
-            raise InputError(
-                f"{self.url}: the server answered without choices (content {item.content_id}, offset {item.offset}): "
-                "it is not an OpenAI-compatible /completions endpoint, or it failed; check the server's log"
-            )
-        return choices[0]
-
-    def _logprob(self, value, item: ProbeItem) -> float:
-        """A log-probability as the server sent it, refused unless finite and <= 0."""
-        if not isinstance(value, (int, float)) or math.isnan(value) or value > 1e-6 or value == math.inf:
-            raise InputError(
-                f"{self.url}: the server returned the log-probability {value!r} (content {item.content_id}, offset "
-                f"{item.offset}); a log-probability is a finite number <= 0: the server or model is broken"
-            )
-        return float(value)
+    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
+        sent = item.input_ids + tokens
+        _, values, tops = self._echo(self._post(self._body(sent), item), sent, item)
+        at = range(item.answer_pos, item.answer_pos + len(tokens))
+        logprob = float(sum(self._logprob(values[i], item) for i in at))
+        greedy = True
+        for i in at:
+            top = self._top(tops[i], item)
+            greedy = greedy and bool(top) and max(top, key=top.get) == sent[i]
+        return logprob, greedy
 
     def _body(self, prompt: list[int]) -> dict:
         return {
@@ -122,69 +124,149 @@ class ServedModel(Backend):
             "return_tokens_as_token_ids": True,
         }
 
-    def _checked(self, logprobs: dict, sent: list[int], item: ProbeItem) -> tuple[list, list]:
-        """Echoed tokens and top log-probs, after checking the server read exactly ``sent``."""
-        echoed, values, tops = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
-        if not echoed or not values or not tops or len(echoed) < len(sent):
+    # -- reading an answer: every shape checked, a malformed one named ----------------------------
+
+    def _malformed(self, what: str, item: ProbeItem) -> InputError:
+        return InputError(
+            f"{self.url}: the server's answer is malformed ({what}; content {item.content_id}, offset {item.offset}); "
+            f"nothing was recorded for it: the server is not vLLM-compatible or is broken, check its log. {KEPT}"
+        )
+
+    def _echo(self, answer, sent: list[int], item: ProbeItem) -> tuple[list[int], list, list]:
+        """(echoed ids, prompt log-probs, top log-probs), after checking their shapes and that the
+        server read exactly ``sent``."""
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise InputError(
+                f"{self.url}: the server answered without choices (content {item.content_id}, offset {item.offset}): "
+                f"it is not an OpenAI-compatible /completions endpoint, or it failed; check the server's log. {KEPT}"
+            )
+        logprobs = choices[0].get("logprobs")
+        if logprobs is not None and not isinstance(logprobs, dict):
+            raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
+        echoed, values, tops = ((logprobs or {}).get(k) for k in ("tokens", "token_logprobs", "top_logprobs"))
+        if not echoed or not values or not tops:
             raise InputError(
                 f"{self.url}: the server returned no log-probs for the prompt (content {item.content_id}, offset "
                 f"{item.offset}); phasescope needs echo + logprobs on /completions (vLLM: --max-logprobs >= 1)"
             )
-        ids = [_token_id(t) for t in echoed[: len(sent)]]
-        if ids != sent:
-            first = next(i for i, (a, b) in enumerate(zip(ids, sent, strict=True)) if a != b)
+        if not all(isinstance(x, list) for x in (echoed, values, tops)):
+            raise self._malformed("tokens, token_logprobs and top_logprobs must be lists", item)
+        if not len(echoed) == len(values) == len(tops) or len(echoed) < len(sent):
+            raise self._malformed(
+                f"{len(echoed)} tokens, {len(values)} log-probs and {len(tops)} top lists for a prompt of "
+                f"{len(sent)} tokens",
+                item,
+            )
+        ids = [self._token_id(t, item) for t in echoed]
+        if ids[: len(sent)] != sent:
+            first = next(i for i, (a, b) in enumerate(zip(ids[: len(sent)], sent, strict=True)) if a != b)
             raise InputError(
                 f"{self.url}: the server read token {ids[first]} at position {first} where {sent[first]} was sent "
                 f"(content {item.content_id}, offset {item.offset}): it re-tokenized the prompt, so positions would "
                 "be wrong; serve the model so that it accepts token ids"
             )
-        return echoed, tops
+        return ids, values, tops
 
-    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
-        sent = item.input_ids + tokens
-        logprobs = self._choice(self._post(self._body(sent)), item).get("logprobs") or {}
-        _, tops = self._checked(logprobs, sent, item)
-        values = logprobs["token_logprobs"]
-        at = range(item.answer_pos, item.answer_pos + len(tokens))
-        logprob = float(sum(self._logprob(values[i], item) for i in at))
-        greedy = all(_token_id(max(tops[i], key=tops[i].get)) == sent[i] for i in at)
-        return logprob, greedy
+    def _token_id(self, token, item: ProbeItem) -> int:
+        if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
+            raise InputError(
+                f"{self.url}: the server returned token {token!r}, not {TOKEN_PREFIX}N (content {item.content_id}, "
+                f"offset {item.offset}): it ignores return_tokens_as_token_ids; serve the model with vLLM"
+            )
+        digits = token[len(TOKEN_PREFIX) :]
+        if not digits.isdigit() or int(digits) >= (self.info.vocab_size or 1 << 62):
+            raise self._malformed(f"token {token!r} is not a token id of this tokenizer", item)
+        return int(digits)
 
-    def _post(self, body: dict) -> dict:
-        import httpx
+    def _top(self, top, item: ProbeItem) -> dict[int, float]:
+        """A position's top log-probs ``{"token_id:N": logprob}`` as ``{N: logprob}``, each checked."""
+        if not isinstance(top, dict):
+            raise self._malformed(f"a top_logprobs entry is {top!r}, not an object", item)
+        return {self._token_id(k, item): self._logprob(v, item) for k, v in top.items()}
 
+    def _logprob(self, value, item: ProbeItem) -> float:
+        """A log-probability as the server sent it, refused unless a number in [LOGPROB_FLOOR, 0]."""
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not LOGPROB_FLOOR <= value <= 1e-6:
+            raise InputError(
+                f"{self.url}: the server returned the log-probability {value!r} (content {item.content_id}, offset "
+                f"{item.offset}); a log-probability is a number in [{LOGPROB_FLOOR:g}, 0]: the server or model is "
+                f"broken, nothing was recorded for it. {KEPT}"
+            )
+        return min(float(value), 0.0)
+
+    # -- sending: a deadline per request, retries with backoff, Retry-After honoured ---------------
+
+    def _post(self, body: dict, item: ProbeItem) -> dict:
         last = ""
+        wait = 0.0
         for attempt in range(self.options.retries + 1):
             if attempt:
-                time.sleep(min(self.options.backoff * 2 ** (attempt - 1), 30.0))
-            try:
-                response = self.client.post(f"{self.url}/completions", json=body)
-            except httpx.TransportError as err:
-                last = f"{type(err).__name__}: {err}"
+                time.sleep(max(wait, min(self.options.backoff * 2 ** (attempt - 1), 30.0)))
+            status, text, retry_after = self._send(body)
+            wait = 0.0
+            if status is None or status >= 500:
+                last = text if status is None else f"HTTP {status}: {text[:200]}"
                 continue
-            if response.status_code >= 500:
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
+            if status == 429:
+                wait = retry_after if retry_after is not None else 0.0
+                if wait > MAX_RETRY_AFTER:
+                    raise InputError(
+                        f"{self.url}: the server is rate-limiting (HTTP 429) and asks to wait {wait:.0f} s, longer "
+                        f"than phasescope waits ({MAX_RETRY_AFTER:.0f} s; content {item.content_id}, offset "
+                        f"{item.offset}). {KEPT} once the limit has passed"
+                    )
+                last = "HTTP 429 (rate limited)" + (f", Retry-After {wait:g} s" if retry_after is not None else "")
                 continue
-            if response.status_code >= 400:
+            if status >= 400:
                 raise InputError(
-                    f"{self.url}: the server refused the request (HTTP {response.status_code}): {response.text[:300]}"
+                    f"{self.url}: the server refused the request (HTTP {status}; content {item.content_id}, offset "
+                    f"{item.offset}): {text[:300]}. {KEPT} once it is fixed"
                 )
             try:
-                return response.json()
+                return json.loads(text)
             except ValueError:
-                last = f"unreadable JSON: {response.text[:100]!r}"
+                last = f"unreadable JSON: {text[:100]!r}"
         raise InputError(
-            f"{self.url}: no answer after {self.options.retries + 1} tries (last: {last}); scored records are kept, "
-            "rerun the same command to resume"
+            f"{self.url}: no answer after {self.options.retries + 1} tries (content {item.content_id}, offset "
+            f"{item.offset}; last: {last}). {KEPT}"
         )
 
+    def _send(self, body: dict) -> tuple[int | None, str, float | None]:
+        """(HTTP status or None for no answer, body text or the failure, Retry-After seconds), the
+        whole exchange within ``--timeout`` seconds: a server that drips bytes is cut off."""
+        import httpx
 
-def _token_id(token: str) -> int:
-    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
-        raise InputError(
-            f"the server returned token {token!r}, not {TOKEN_PREFIX}N: it ignores return_tokens_as_token_ids"
-        )
-    return int(token[len(TOKEN_PREFIX) :])
+        deadline = time.monotonic() + self.options.timeout
+        try:
+            with self.client.stream("POST", f"{self.url}/completions", json=body) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        return None, f"no complete answer within --timeout {self.options.timeout:g} s", None
+                text = b"".join(chunks).decode("utf-8", errors="replace")
+                return response.status_code, text, _retry_after(response.headers.get("retry-after"))
+        except httpx.TimeoutException:
+            return None, f"no complete answer within --timeout {self.options.timeout:g} s", None
+        except httpx.TransportError as err:
+            return None, f"{type(err).__name__}: {err}", None
+
+
+def _retry_after(header: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), None when absent or unreadable."""
+    if not header:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def load(spec: str, options: BackendOptions) -> ServedModel:
