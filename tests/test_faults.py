@@ -435,3 +435,55 @@ def test_messages_name_the_real_cause(tmp_path, swept, model_dir):
         "is a directory; pass --probe prompts:FILE.jsonl",
     )
     refused(cli("preferences", "--model", str(model_dir), "--run", str(tmp_path / "missing")), "does not exist")
+
+
+@pytest.mark.parametrize("step", [2, 10**12, -5, "4", True])
+def test_a_checkpoint_whose_state_step_is_not_its_own_is_refused(tmp_path, step):
+    """state.json's step must be the N of step-N and within the recipe; otherwise --resume would
+    continue from the wrong step and export a model unlike the uninterrupted run."""
+    out = tmp_path / "t"
+    assert train(out, "--stop-after", "4").exit_code == 0
+    state = out / "checkpoints" / "step-4" / "state.json"
+    state.write_text(json.dumps(json.loads(state.read_text()) | {"step": step}))
+    refused(train(out, "--resume"), f"says step {step!r}", "step-4 of a 8-step recipe", "delete")
+    assert not (out / "model.safetensors").exists()
+
+
+def test_an_optimizer_state_from_another_checkpoint_is_refused(tmp_path):
+    out = tmp_path / "t"
+    assert train(out, "--stop-after", "4").exit_code == 0
+    shutil.copy(out / "checkpoints" / "step-2" / "optimizer.pt", out / "checkpoints" / "step-4" / "optimizer.pt")
+    refused(train(out, "--resume"), "has taken 2 optimizer steps where step-4 needs 4")
+
+
+def test_a_malicious_optimizer_file_is_not_loaded_and_no_unsafe_advice_is_given(tmp_path):
+    import torch
+
+    out = tmp_path / "t"
+    assert train(out, "--stop-after", "4").exit_code == 0
+
+    class Payload:
+        def __reduce__(self):
+            return (shutil.rmtree, (str(tmp_path / "victim"),))
+
+    (tmp_path / "victim").mkdir()
+    torch.save({"state": Payload()}, out / "checkpoints" / "step-4" / "optimizer.pt")
+    result = train(out, "--resume")
+    refused(result, "weights-only load refuses", "not loaded")
+    assert "weights_only=False" not in result.output and (tmp_path / "victim").is_dir()
+
+
+def test_a_full_disk_inside_torch_save_is_named_and_leaves_no_half_checkpoint(tmp_path, monkeypatch):
+    import phasescope.train.checkpoint as checkpoint
+
+    out = tmp_path / "t"
+    assert train(out, "--stop-after", "2").exit_code == 0
+
+    def full(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 969152 vs 969040")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full)
+    refused(train(out, "--resume"), "could not write checkpoint", "no space left", "step-2 is intact", "--resume")
+    monkeypatch.undo()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["LATEST", "step-2"]
+    assert train(out, "--resume").exit_code == 0

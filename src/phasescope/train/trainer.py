@@ -33,7 +33,7 @@ from phasescope.runfiles import (
     read_json,
     refuse_link,
 )
-from phasescope.train.checkpoint import load_checkpoint, save_checkpoint
+from phasescope.train.checkpoint import check_optimizer_steps, checked_step, load_checkpoint, save_checkpoint
 from phasescope.train.config import TrainConfig
 from phasescope.train.init import aligned, init_weights, random_alignment, resolve_init, write_init_record
 from phasescope.train.models import build_model, hf_deepseek_v4_config, model_config_of
@@ -225,11 +225,10 @@ def train(
         state = read_json(
             checkpoint / "state.json", "checkpoint state", f"delete {checkpoint} to resume from an earlier one"
         )
-        start, compressed = state.get("step"), state.get("compressed")  # a checkpoint at the switch step is pre-switch
-        if not isinstance(start, int) or not isinstance(compressed, bool):
-            raise CheckpointError(
-                f"{checkpoint / 'state.json'} lacks step/compressed; delete {checkpoint} and --resume"
-            )
+        compressed = state.get("compressed")  # a checkpoint at the switch step is pre-switch
+        if not isinstance(compressed, bool):
+            raise CheckpointError(f"{checkpoint / 'state.json'} lacks compressed; delete {checkpoint} and --resume")
+        start = checked_step(checkpoint, state, cfg.steps)
     if resume:
         say(_resume_note(out, cfg, checkpoint, start))
     if stop_at is not None and stop_at <= start:
@@ -245,6 +244,8 @@ def train(
     logger = Logger(out / "log.jsonl", ddp.main)
     if checkpoint is not None:
         load_checkpoint(checkpoint, model, optimizer)
+        switched = cfg.warm_start_steps if compressed and cfg.warm_start_steps else 0  # a new optimizer since then
+        check_optimizer_steps(checkpoint, optimizer, start - switched)
     elif record is not None and ddp.main:
         write_init_record(out, record)
     logger.truncate_from(start)
