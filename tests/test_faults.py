@@ -487,3 +487,82 @@ def test_a_full_disk_inside_torch_save_is_named_and_leaves_no_half_checkpoint(tm
     monkeypatch.undo()
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["LATEST", "step-2"]
     assert train(out, "--resume").exit_code == 0
+
+
+# 12. counts bounded by this machine's memory, refused before any work with the largest that fits
+@pytest.fixture
+def eight_gib(monkeypatch):
+    import phasescope.limits
+
+    monkeypatch.setattr(phasescope.limits, "available_bytes", lambda: 8 * 2**30)
+
+
+@pytest.mark.parametrize(
+    "args, phrases",
+    [
+        (["theory", "--starts", "1000000000"], ["--starts 1000000000 needs about", "largest that fits is --starts"]),
+        (["theory", "--step", "1000000"], ["--step"]),
+        (
+            ["cache-demo", "--tokens", "1000000000000"],
+            ["--tokens 1000000000000 needs", "largest that fits is --tokens"],
+        ),
+        (["preferences", "--model", str(ASSETS / "tiny-s4"), "--rows", "1000000000"], ["largest that fits is --rows"]),
+    ],
+)
+def test_counts_beyond_memory_are_refused_before_any_work(eight_gib, args, phrases):
+    import time
+
+    began = time.monotonic()
+    refused(cli(*args), *phrases)
+    assert time.monotonic() - began < 20
+
+
+def test_the_largest_count_named_fits_and_one_more_does_not(eight_gib):
+    import re
+
+    from phasescope.errors import InputError
+    from phasescope.limits import refuse_beyond_memory
+
+    def need(n):
+        return 1000.0 * n**2
+
+    with pytest.raises(InputError) as err:
+        refuse_beyond_memory("--n", 10**9, need)
+    largest = int(re.search(r"largest that fits is --n (\d+)", str(err.value)).group(1))
+    refuse_beyond_memory("--n", largest, need)  # passes
+    with pytest.raises(InputError):
+        refuse_beyond_memory("--n", largest + 1, need)
+
+
+@pytest.mark.parametrize("offsets", ["0:100000000", "0:200000"])
+def test_huge_offset_ranges_are_refused_at_once(eight_gib, tmp_path, model_dir, offsets):
+    import time
+
+    began = time.monotonic()
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--offsets", offsets, "--dry-run"))
+    assert time.monotonic() - began < 30 and not (tmp_path / "r").exists()
+
+
+def test_a_prompt_longer_than_the_model_is_refused_before_padding_is_searched(tmp_path):
+    import time
+
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    model = tiny_qwen3(tmp_path / "m", word_tokenizer(), max_position_embeddings=512)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "a " * 5000 + "Q: b?\nA:", "answer": " c"}) + "\n")
+    began = time.monotonic()
+    result = cli(
+        "sweep",
+        "--model",
+        f"hf:{model}",
+        "--step",
+        "4",
+        "--probe",
+        f"prompts:{prompts}",
+        "--out",
+        str(tmp_path / "r"),
+        "--dry-run",
+    )
+    refused(result, "more than the model's 512", "nothing is truncated")
+    assert time.monotonic() - began < 30

@@ -156,3 +156,31 @@ def test_a_chunked_read_of_the_deepseek_v4_cache_equals_one_forward(tmp_path):
     torch.testing.assert_close(rest, whole[:, 120:], atol=1e-4, rtol=1e-4)
     again = session.extend(prefix, ids[:, 120:200], 120, keep=torch.tensor([5, 79]))  # prefix left as it was
     torch.testing.assert_close(again, whole[:, [125, 199]], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4", "qwen3"])
+def test_padding_units_are_counted_from_the_text_inserted_for_every_filler(name):
+    """Every filler of prompts: (and so of lm-eval:), and the default order, on both real
+    tokenizers: ``units`` is the number of filler copies in the text actually inserted (the
+    newlines joining lines of a newline filler included: DeepSeek-V4 pads with them), the rest
+    of the text only joining separators, ``chars`` its length."""
+    from phasescope.probes.base import ProbeError
+    from phasescope.probes.prompts import FILLERS
+
+    tok = named_tokenizer(name)
+    newline_lines = 0
+    for filler in (None, *FILLERS):
+        probe = PromptsProbe(EXAMPLE, tok, tok.bos_token_id, filler=filler, step=4)
+        try:
+            streamed = list(probe.stream(OFFSETS, len(probe.rows), np.random.default_rng(0)))
+        except ProbeError:  # this filler cannot reach every offset of some prompt on this tokenizer
+            continue
+        for items, unit in zip(streamed, probe.fillers, strict=True):
+            for item in items:
+                text, units = item.padding["text"], item.padding["units"]
+                assert set(text.replace(unit, "")) <= {"\n", " "} and item.padding["chars"] == len(text)
+                assert units == text.count(unit), (name, unit, text)
+                if unit == "\n" and set(text) == {"\n"}:
+                    assert units == len(text), (name, text)
+                    newline_lines += "\n\n" in text
+    assert newline_lines > 0 or name == "qwen3"  # DeepSeek-V4 needs lines of newlines: the case that was miscounted

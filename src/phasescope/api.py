@@ -141,5 +141,6 @@ def _probe(spec: SweepSpec, backend, geometry, inputs: dict):
         task=task,
         completion=inputs["completion"],
         model=info.description or "the model",
+        max_len=info.max_len,
     )
     return build_probe(ctx)

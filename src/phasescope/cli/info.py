@@ -94,7 +94,10 @@ def cache_demo(
     """Engine check: build tiny compressed models and a full-attention control, prefill a
     prompt, decode, and print the measured KV-cache savings."""
     from phasescope.engine_demo import run_engine_demo
+    from phasescope.limits import refuse_beyond_memory
 
+    # measured: ~280 MiB at any length plus ~4 KiB per prompt token (two for headroom)
+    refuse_beyond_memory("--tokens", tokens, lambda n: 300 * 2**20 + 8192 * n)
     run_engine_demo(tokens, console)
 
 

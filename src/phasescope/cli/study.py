@@ -51,8 +51,12 @@ def reproduce(
 
 @command()
 def theory(
-    step: int = typer.Option(4, min=1, help="Compression step s of the main run (the by-step table is s=2,4,6,8)."),
-    starts: int = typer.Option(32, min=1, help="Random near-uniform initialisations per setting."),
+    step: int = typer.Option(
+        4, min=1, max=32, help="Compression step s of the main run (the by-step table is s=2,4,6,8); at most 32."
+    ),
+    starts: int = typer.Option(
+        32, min=1, help="Random near-uniform initialisations per setting (memory grows with (starts x step)^2)."
+    ),
     seed: int = typer.Option(0, help="Seed of the initialisations."),
     capacity: float = typer.Option(16.0, min=0.01, help="Entry dimension d (tiny models: head dim 16)."),
     noise: float = typer.Option(0.25, min=0.0, help="Noise variance in the entry, per unit token norm."),
@@ -70,7 +74,13 @@ def theory(
         if not math.isfinite(value):
             raise InputError(f"{name} {value} is invalid; allowed: a finite number (the model's numbers would be NaN)")
 
+    from phasescope.limits import refuse_beyond_memory
     from phasescope.theory import run_theory
+
+    def solver_bytes(n: int) -> float:  # LSODA holds dense Jacobians of 2 x starts x s unknowns, s up to 8
+        return 3 * 8 * (2 * n * max(step, 8)) ** 2
+
+    refuse_beyond_memory("--starts", starts, solver_bytes, "the flow of all starts is solved jointly")
 
     began = time.perf_counter()
     result = run_theory(step, starts, seed, capacity=capacity, noise=noise)
@@ -122,13 +132,18 @@ def preferences(
         format_table,
         load_for_preferences,
         model_preferences,
+        model_task,
         task_rows,
     )
+    from phasescope.limits import refuse_beyond_memory
     from phasescope.metricsfile import phase_accuracy_file
     from phasescope.results import check_sweep_run_dir, current_metrics
 
     if run and not (Path(run) / "metrics.json").is_file():
         check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
+    seq_len = model_task(model).seq_len
+    # per row: its tokens, and the bootstrap's 1000 resamples of its slot weights (window <= 16)
+    refuse_beyond_memory("--rows", rows, lambda n: n * (8 * seq_len + 8 * 1000 * 17))
     prefs = model_preferences(load_for_preferences(model), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
         raise InputError(f"{model} has no compressed layer: no position preferences to report")

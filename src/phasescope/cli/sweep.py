@@ -9,12 +9,19 @@ from phasescope.cli.app import command, console, fail, with_options
 from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
 from phasescope.specs import RunOptions, SweepSpec, sweep_settings
 
+MAX_OFFSETS = 1_000_000
+
 
 def parse_offsets(text: str) -> list[int]:
     """'0:24' (start:stop, stop excluded) or '0,1,5'."""
     try:
         if ":" in text:
             start, stop = (int(x) for x in text.split(":"))
+            if stop - start > MAX_OFFSETS:
+                raise typer.BadParameter(
+                    f"{text!r} lists {stop - start:,} offsets; at most {MAX_OFFSETS:,} (every offset is a prompt per "
+                    "content): sweep a range that shows the period, e.g. 0:48, or a sparser list"
+                )
             values = list(range(start, stop))
         else:
             values = [int(x) for x in text.split(",") if x.strip()]

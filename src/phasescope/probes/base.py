@@ -35,6 +35,7 @@ class ProbeContext:
     task: object | None = None  # data.retrieval.RetrievalTask: a native model's own, or given
     completion: object | None = None  # padding-completion: CompletionSpec(s) from --probe-file or Python
     model: str = "the model"  # for messages
+    max_len: int | None = None  # the model's longest sequence (None: unknown)
 
     @property
     def min_gap(self) -> int:

@@ -164,8 +164,8 @@ class LMEvalProbe(Probe):
     name = "lm-eval"
     summary = SUMMARY
 
-    def __init__(self, tasks: dict, tokenizer, step: int, align: int, include_path=None, filler=None):
-        self.tasks, self.include_path, self.filler = tasks, include_path, filler
+    def __init__(self, tasks: dict, tokenizer, step: int, align: int, include_path=None, filler=None, max_len=None):
+        self.tasks, self.include_path, self.filler, self.max_len = tasks, include_path, filler, max_len
         self.tokenizer, self.step, self.align = tokenizer, step, align
         self.encode, self.decode = encoder(tokenizer), decoder(tokenizer)
         self.docs = [doc for task in tasks.values() for doc in documents(task)]
@@ -209,7 +209,7 @@ class LMEvalProbe(Probe):
             where = f"lm-eval task {doc.task.config.task} document {doc.instances[0].doc_id}"
             head = self._head(doc.context, where)
             lowest = len(head) + len(self.encode(doc.context))
-            placer = AnswerPlacer(self.encode, self.decode, self.step, lowest % self.step, head)
+            placer = AnswerPlacer(self.encode, self.decode, self.step, lowest % self.step, head, self.max_len)
             placed = placer.place("", doc.context, units, offsets, where)
             if placed.base != lowest:
                 raise ProbeError(f"{where}: no padding keeps offset 0 as lm-eval renders it; pass another --filler")
@@ -316,7 +316,9 @@ class Grader:
         return metrics
 
 
-def build_lm_eval_probe(spec: str, tokenizer, step: int, align: int, include_path=None, filler=None) -> LMEvalProbe:
+def build_lm_eval_probe(
+    spec: str, tokenizer, step: int, align: int, include_path=None, filler=None, max_len=None
+) -> LMEvalProbe:
     """``spec``: ``TASK[,TASK...]`` (what follows ``lm-eval:``); the one constructor of this probe."""
     names = [n.strip() for n in (spec or "").split(",") if n.strip()]
     if not names:
@@ -324,7 +326,7 @@ def build_lm_eval_probe(spec: str, tokenizer, step: int, align: int, include_pat
     if tokenizer is None:
         raise ProbeError("--probe lm-eval: needs a tokenizer (an hf: model, --tokenizer DIR, or tokenizer=...)")
     try:
-        return LMEvalProbe(load_tasks(names, include_path), tokenizer, step, align, include_path, filler)
+        return LMEvalProbe(load_tasks(names, include_path), tokenizer, step, align, include_path, filler, max_len)
     except InputError:
         raise
     except (ValueError, KeyError, TypeError) as err:  # lm-eval's own complaint about a task or its documents
@@ -334,4 +336,6 @@ def build_lm_eval_probe(spec: str, tokenizer, step: int, align: int, include_pat
 def build(ctx: ProbeContext) -> LMEvalProbe:
     step, align = ctx.geometry.step, ctx.geometry.align
     include = getattr(ctx.spec, "include_path", None)
-    return build_lm_eval_probe(ctx.spec.argument, ctx.need_tokenizer(), step, align, include, ctx.spec.filler)
+    return build_lm_eval_probe(
+        ctx.spec.argument, ctx.need_tokenizer(), step, align, include, ctx.spec.filler, max_len=ctx.max_len
+    )

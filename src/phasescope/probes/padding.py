@@ -54,10 +54,11 @@ def shapes(unit: str, most_units: int) -> list[list[tuple[str, int]]]:
     for m = 1..8 (a docstring of ``=`` lines: under a BPE that merges runs, a line of one ``=``
     is often one token); k units each with a space before, or after.
     """
-    runs = [[(unit * k, k) for k in range(most_units + 1)]]
-    lines = [[("\n".join([unit * m] * k), m * k) for k in range(most_units // m + 1)] for m in range(1, 9)]
-    spaced = [[(piece * k, k) for k in range(most_units + 1)] for piece in (" " + unit, unit + " ")]
-    return runs + lines + spaced
+    runs = [[unit * k for k in range(most_units + 1)]]
+    lines = [["\n".join([unit * m] * k) for k in range(most_units // m + 1)] for m in range(1, 9)]
+    spaced = [[piece * k for k in range(most_units + 1)] for piece in (" " + unit, unit + " ")]
+    # units counted in the text inserted: a newline unit's joining newlines are units too
+    return [[(text, text.count(unit)) for text in shape] for shape in runs + lines + spaced]
 
 
 def _is_space(decode: Callable[[list[int]], str] | None, token: int) -> bool:
@@ -146,12 +147,21 @@ class AnswerPlacer:
     at offset d, k = d + c copies, lines or spaced units); otherwise each offset takes the first
     shape that reaches its length."""
 
-    def __init__(self, encode: Encode, decode, step: int, align: int, head: tuple[int, ...] = ()):
+    def __init__(
+        self, encode: Encode, decode, step: int, align: int, head: tuple[int, ...] = (), max_len: int | None = None
+    ):
         self.encode, self.decode, self.step, self.align, self.head = encode, decode, step, align, head
+        self.max_len = max_len  # the model's longest sequence: a prompt that cannot fit is refused before the search
 
     def place(self, before: str, after: str, units: tuple[str, ...], offsets: list[int], label: str) -> Placement:
         """The first unit whose padding reaches every offset; ProbeError naming the offsets none reaches."""
         lowest = len(self.head) + len(self.encode(before + after))
+        if self.max_len is not None and lowest + max(offsets) > self.max_len:
+            raise ProbeError(
+                f"{label}: the prompt is {lowest} tokens, so at offset {max(offsets)} it would be at least "
+                f"{lowest + max(offsets)}, more than the model's {self.max_len} (its max_position_embeddings); "
+                "nothing is truncated: shorten the prompt or use smaller offsets"
+            )
         most_units = 2 * (max(offsets) + 4 * self.step) + 8  # a unit rarely takes under half a token
         unreached = []
         for unit in units:

@@ -171,12 +171,13 @@ class PaddingCompletionProbe(Probe):
         bos_id: int | None = None,
         step: int = 1,
         align: int = 0,
+        max_len: int | None = None,
     ):
         """``spec``: one prompt, a list (one content each), or None for the built-in set. ``step``,
         ``align``: each content's answer sits at base + d at offset d with base = align (mod step),
         so offsets map to one phase across contents of different lengths."""
         self.encode, self.decode, self.bos = encoder(tokenizer), decoder(tokenizer), bos_id
-        self.step, self.align = step, align
+        self.step, self.align, self.max_len = step, align, max_len
         self.given = [spec] if isinstance(spec, CompletionSpec) else (None if spec is None else list(spec))
         self.contents: list[CompletionSpec] = []  # what items() used, content_id = index
         self.placements: list[Placement] = []  # how each content was padded
@@ -242,7 +243,7 @@ class PaddingCompletionProbe(Probe):
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         contents = self._contents(n_samples, rng)
-        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head())
+        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head(), self.max_len)
         placements = [
             placer.place(*spec.prompt.split("{pad}"), (spec.pad_unit,), offsets, self._label(c, spec))
             for c, spec in enumerate(contents)
@@ -261,4 +262,4 @@ def build(ctx: ProbeContext) -> PaddingCompletionProbe:
     if given is None and ctx.spec.probe_file:
         given = CompletionSpec.list_from_file(ctx.spec.probe_file)
     step, align = ctx.geometry.step, ctx.geometry.align
-    return PaddingCompletionProbe(ctx.need_tokenizer(), given, ctx.bos_id, step, align)
+    return PaddingCompletionProbe(ctx.need_tokenizer(), given, ctx.bos_id, step, align, max_len=ctx.max_len)

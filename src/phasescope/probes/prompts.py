@@ -114,11 +114,18 @@ class PromptsProbe(Probe):
     summary = "prompts:FILE.jsonl -- your own prompts, padded so the answer takes every phase (needs a tokenizer)"
 
     def __init__(
-        self, path: str | Path, tokenizer, bos_id: int | None = None, filler: str | None = None, step: int = 1, align=0
+        self,
+        path: str | Path,
+        tokenizer,
+        bos_id: int | None = None,
+        filler: str | None = None,
+        step: int = 1,
+        align=0,
+        max_len: int | None = None,
     ):
         self.path, self.rows = str(path), read_prompts(path)
         self.encode, self.decode, self.bos, self.filler = encoder(tokenizer), decoder(tokenizer), bos_id, filler
-        self.step, self.align = step, align
+        self.step, self.align, self.max_len = step, align, max_len
         self.fillers: list[str] = []  # the unit each prompt was padded with, in file order
 
     def default_samples(self) -> int:
@@ -140,7 +147,7 @@ class PromptsProbe(Probe):
                 f"{n_samples} content samples were asked but {self.path} holds {len(self.rows)} prompts; pass "
                 f"--samples {len(self.rows)} or fewer (the default is all of them)"
             )
-        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head())
+        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head(), self.max_len)
         units = (self.filler,) if self.filler else FILLERS
         self.fillers = []
         for content_id, row in enumerate(self.rows[:n_samples]):
@@ -178,4 +185,6 @@ class PromptsProbe(Probe):
 
 def build(ctx: ProbeContext) -> PromptsProbe:
     step, align = ctx.geometry.step, ctx.geometry.align
-    return PromptsProbe(ctx.spec.argument, ctx.need_tokenizer(), ctx.bos_id, ctx.spec.filler, step, align)
+    return PromptsProbe(
+        ctx.spec.argument, ctx.need_tokenizer(), ctx.bos_id, ctx.spec.filler, step, align, max_len=ctx.max_len
+    )

@@ -18,6 +18,7 @@ import json
 import platform
 import subprocess
 import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.backends.base import Backend, ScoringPlan, item_key
+from phasescope.limits import PROMPT_TOKEN_BYTES, refuse_beyond_memory
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement, judge
 from phasescope.recordfile import Record, read_records
 from phasescope.run.generation import grade_records
 from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json, refuse_link
-from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
+from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec, offsets_text
 
 # what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
 MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
@@ -77,7 +79,7 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
 
 
 def check_offsets(offsets: list[int], step: int) -> None:
-    repeated = sorted({d for d in offsets if offsets.count(d) > 1})
+    repeated = sorted(d for d, n in Counter(offsets).items() if n > 1)
     if repeated:
         raise ProbeError(f"offsets {repeated} are listed more than once; list each offset once")
     if len(set(offsets)) < 2 * step:
@@ -85,6 +87,15 @@ def check_offsets(offsets: list[int], step: int) -> None:
             f"offsets cover {len(set(offsets))} values, fewer than two periods of step {step}; "
             f"use at least {2 * step} offsets, e.g. --offsets 0:{max(24, 2 * step)}"
         )
+    # a content's prompts are held together (one per offset), each at least its offset long, as Python ints
+    ordered = sorted(offsets)
+    refuse_beyond_memory(
+        "--offsets",
+        len(ordered),
+        lambda n: PROMPT_TOKEN_BYTES * sum(ordered[:n]) + n * 4096,
+        "a content's prompts at every offset are built together",
+        shown=lambda n: offsets_text(ordered[:n]) if n else "0",
+    )
 
 
 class SweepChecks:
