@@ -566,3 +566,67 @@ def test_a_prompt_longer_than_the_model_is_refused_before_padding_is_searched(tm
     )
     refused(result, "more than the model's 512", "nothing is truncated")
     assert time.monotonic() - began < 30
+
+
+# 13. broken or unsafe model directories and recipes: one error naming the file, nothing run or loaded unsafely
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory):
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    return tiny_qwen3(tmp_path_factory.mktemp("hf") / "base", word_tokenizer())
+
+
+def _damaged(hf_dir, tmp_path, damage):
+    directory = tmp_path / "m"
+    shutil.copytree(hf_dir, directory)
+    damage(directory)
+    return cli("sweep", "--model", f"hf:{directory}", "--step", "4", "--out", str(tmp_path / "r"), "--dry-run")
+
+
+def _pickle_only(d):
+    torch.save(load_file(d / "model.safetensors"), d / "pytorch_model.bin")
+    (d / "model.safetensors").unlink()
+
+
+def _edit_config(**changes):
+    def edit(d):
+        config = json.loads((d / "config.json").read_text())
+        config.update(changes)
+        config.pop("layer_types", None)
+        (d / "config.json").write_text(json.dumps(config))
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "damage, phrases",
+    [
+        (_pickle_only, ["no *.safetensors weights", "pytorch_model.bin", "never loads"]),
+        (lambda d: (d / "tokenizer.json").write_text('{"version": "1.0", "model": 5'), ["its tokenizer cannot be"]),
+        (_edit_config(rms_norm_eps=float("nan")), ["NaN or infinite logits", "rms_norm_eps"]),
+        (_edit_config(num_hidden_layers=10**6), ["config.json (about", "parameters) needs about"]),
+    ],
+    ids=["pickle-only", "broken-tokenizer", "nan-eps", "million-layers"],
+)
+def test_broken_or_unsafe_hf_directories_are_named(eight_gib, hf_dir, tmp_path, damage, phrases):
+    result = _damaged(hf_dir, tmp_path, damage)
+    refused(result, *phrases)
+    assert "bidirectional" not in result.output and not (tmp_path / "r").exists()
+
+
+def test_a_native_config_far_larger_than_its_weights_is_refused_before_building(eight_gib, tmp_path, model_dir):
+    config = json.loads((model_dir / "model_config.json").read_text())
+    config["layers"] = config["layers"][:1] * 10**6
+    (model_dir / "model_config.json").write_text(json.dumps(config))
+    refused(
+        cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), *FAST), "1000000 layers", "needs about"
+    )
+
+
+@pytest.mark.parametrize(
+    "setting, phrase",
+    [("lr=1e308", "lr=1e+308 is invalid"), ("model.d_model=1000000", "parameters"), ("batch_size=100000000", "needs")],
+)
+def test_recipes_beyond_bounds_are_refused_before_writing(eight_gib, tmp_path, setting, phrase):
+    refused(train(tmp_path / "t", "--set", setting), phrase)
+    assert not (tmp_path / "t").exists()

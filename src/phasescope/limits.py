@@ -39,6 +39,15 @@ def gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n >= 2**28 else f"{n / 2**20:,.0f} MiB"
 
 
+def refuse_unless_fits(what: str, need: float, fix: str) -> None:
+    """InputError when ``need`` bytes exceed the memory there is: ``what`` needs it, ``fix`` says what to do."""
+    available = available_bytes()
+    if available is not None and need > HEADROOM * available:
+        raise InputError(
+            f"{what} needs about {gib(need)} of memory, more than the {gib(available)} available here: {fix}"
+        )
+
+
 def refuse_beyond_memory(
     option: str, value: int, need: Callable[[int], float], hint: str = "", shown: Callable[[int], str] = str
 ) -> None:

@@ -19,6 +19,7 @@ from phasescope.backends.logits import LogitsBackend
 from phasescope.backends.native import fingerprint_files
 from phasescope.errors import InputError
 from phasescope.kv.posthoc import compressed_attention, parse_compress
+from phasescope.limits import refuse_unless_fits
 from phasescope.runfiles import read_json
 from phasescope.specs import ModelGeometry
 
@@ -42,12 +43,28 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
     check_device(options.device)
     if not (path / "config.json").exists():
         raise InputError(f"hf:{path} is not a transformers model directory (no config.json)")
+    if not any(path.glob("*.safetensors")):
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+        raise InputError(
+            f"hf:{path} has no *.safetensors weights"
+            + (f" (only {', '.join(pickles)}: pickle files, which phasescope never loads)" if pickles else "")
+            + "; save the model with save_pretrained(..., safe_serialization=True) or convert it to safetensors"
+        )
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as err:
+        raise InputError(f"hf:{path}/config.json cannot be read ({type(err).__name__}: {err})") from None
+    parameters = approx_parameters(config)
+    refuse_unless_fits(
+        f"hf:{path}/config.json (about {parameters:,} parameters)",
+        2 * parameters * torch.tensor([], dtype=options.torch_dtype).element_size(),
+        "a model this size cannot be loaded here; check config.json, or use a smaller model or --dtype bfloat16",
+    )
     from transformers.utils import logging as hf_logging
 
     bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a local load takes a blink; its bar would litter sweep output
     try:
-        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, trust_remote_code=trust_remote_code, dtype=options.torch_dtype
         ).to(options.device)
@@ -125,8 +142,38 @@ def _tokenizer(path: Path, options: BackendOptions):
     if (path / "tokenizer.json").exists() or (path / "tokenizer_config.json").exists():
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=options.trust_remote_code)
+        try:
+            return AutoTokenizer.from_pretrained(
+                path, local_files_only=True, trust_remote_code=options.trust_remote_code
+            )
+        except Exception as err:  # tokenizers raises plain Exceptions for a damaged tokenizer.json
+            raise InputError(
+                f"hf:{path}: its tokenizer cannot be loaded ({type(err).__name__}: {str(err)[:200]}); the tokenizer "
+                "files are damaged or ask for code phasescope does not run (--trust-remote-code, only for code you "
+                "trust); fix them, or pass --tokenizer DIR (or deepseek-v4 / qwen3)"
+            ) from None
     return None
+
+
+def approx_parameters(config) -> int:
+    """Parameters a transformers decoder config asks for (dense and MoE layers, embeddings): for
+    refusing a model that cannot fit before building it."""
+    config = getattr(config, "text_config", config)
+
+    def number(*names, default=0) -> int:
+        for name in names:
+            value = getattr(config, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return default
+
+    hidden = number("hidden_size", "d_model", "n_embd")
+    layers = number("num_hidden_layers", "n_layer", "num_layers")
+    ffn = number("intermediate_size", "ffn_dim", default=4 * hidden)
+    experts = number("n_routed_experts", "num_experts", "num_local_experts")
+    expert_ffn = number("moe_intermediate_size", default=ffn)
+    per_layer = 4 * hidden * hidden + 3 * hidden * ffn + experts * 3 * hidden * expert_ffn
+    return layers * per_layer + 2 * number("vocab_size") * hidden
 
 
 class HFSession:
@@ -212,6 +259,11 @@ def check_causal(logits_fn, vocab_size: int, name: str) -> None:
     changed[0, -1] = (ids[0, -1] + 1) % vocab_size
     with torch.no_grad():
         before, after = logits_fn(ids)[0, :-1], logits_fn(changed)[0, :-1]
+    if not (torch.isfinite(before).all() and torch.isfinite(after).all()):
+        raise InputError(
+            f"{name} gives NaN or infinite logits on a short test input: its weights or config are broken (e.g. a "
+            "NaN or zero rms_norm_eps / layer_norm_eps, or NaN weights); fix config.json or the weights"
+        )
     if not torch.allclose(before, after, atol=1e-4, rtol=1e-4):
         raise InputError(
             f"{name} is not a causal language model: changing the last token changed the logits of earlier ones "

@@ -52,6 +52,13 @@ class ModelConfig:
     def n_layers(self) -> int:
         return len(self.layers)
 
+    def approx_parameters(self) -> int:
+        """Parameters of the decoder, to within the small pooler and norm weights."""
+        attention = self.d_model * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
+        per_layer = attention + 3 * self.d_model * self.d_ff
+        embeddings = self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
+        return self.n_layers * per_layer + embeddings
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["layers"] = [layer.to_dict() for layer in self.layers]

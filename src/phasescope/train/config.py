@@ -79,9 +79,9 @@ class TrainConfig:
         need(NAME.fullmatch(self.name) is not None, "name", self.name, "letters, digits, '.', '_', '-' (no path)")
         for name in ("lr", "min_lr_ratio", "weight_decay", "grad_clip"):
             need(is_finite_number(getattr(self, name)), name, getattr(self, name), "a finite number")
-        need(self.lr > 0, "lr", self.lr, "> 0")
+        need(0 < self.lr <= 10, "lr", self.lr, "> 0 and <= 10 (a larger step diverges at once)")
         need(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "[0, 1]")
-        need(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        need(0 <= self.weight_decay <= 10, "weight_decay", self.weight_decay, "in [0, 10]")
         need(self.grad_clip > 0, "grad_clip", self.grad_clip, "> 0")
         n_layers = self.model.n_layers
         need(

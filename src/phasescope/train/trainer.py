@@ -25,6 +25,7 @@ from safetensors.torch import save_model
 
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import CheckpointError, InputError
+from phasescope.limits import refuse_unless_fits
 from phasescope.runfiles import (
     atomic_write_text,
     differences,
@@ -216,6 +217,7 @@ def train(
         raise InputError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
     if cfg.arch == "hf-deepseek-v4":
         hf_deepseek_v4_config(cfg)  # refuses a scheme transformers cannot build, before anything is written
+    _refuse_beyond_memory(cfg)
     init_source = resolve_init(cfg.init_from, cfg.seed, cfg.arch)  # refuses a bad init_from before anything is written
     checkpoint = _prepare_run_dir(out, cfg, resume)
     if ddp.world > 1:
@@ -283,6 +285,19 @@ class Done:
     def completed(self, steps: int, compressed: bool, model: torch.nn.Module, optimizer) -> None:
         self.steps, self.compressed, self.model, self.optimizer = steps, compressed, model, optimizer
         self.updating = False
+
+
+def _refuse_beyond_memory(cfg: TrainConfig) -> None:
+    """Before anything is written: weights, gradients and AdamW's two moments (float32), and a
+    generous allowance for one batch's activations."""
+    model = cfg.model_config()
+    parameters = model.approx_parameters()
+    activations = cfg.batch_size * cfg.task.seq_len * (model.d_model + model.d_ff) * model.n_layers * 4 * 8
+    refuse_unless_fits(
+        f"training {cfg.name} ({parameters:,} parameters, batches of {cfg.batch_size} x {cfg.task.seq_len} tokens)",
+        16 * parameters + activations,
+        "lower --set batch_size or the model's sizes (model.d_model, model.d_ff, ...)",
+    )
 
 
 def _resume_note(out: Path, cfg: TrainConfig, checkpoint: Path | None, start: int) -> str:
