@@ -630,3 +630,48 @@ def test_a_native_config_far_larger_than_its_weights_is_refused_before_building(
 def test_recipes_beyond_bounds_are_refused_before_writing(eight_gib, tmp_path, setting, phrase):
     refused(train(tmp_path / "t", "--set", setting), phrase)
     assert not (tmp_path / "t").exists()
+
+
+def test_a_damaged_manifest_is_explained_without_advising_to_delete_records(swept, model_dir):
+    records = (swept / "records.jsonl").read_text()
+    (swept / "manifest.json").write_text('{"model_fingerprint": "sha')
+    result = cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST)
+    refused(result, "not valid JSON", "records are kept", "move manifest.json aside")
+    assert f"delete {swept}" not in result.output
+    (swept / "manifest.json").rename(swept / "manifest.json.damaged")  # as the message says
+    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST).exit_code == 0
+    assert (swept / "records.jsonl").read_text() == records  # nothing rescored, nothing lost
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "export"])
+def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(swept, monkeypatch, command):
+    """Every file a command writes goes through runfiles' atomic writes: on ENOSPC the error
+    names the file and the fix, and no temp file or partial figure/export is left behind."""
+    import errno
+    import os
+
+    import phasescope.runfiles
+
+    real = os.fdopen
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(phasescope.runfiles.os, "fdopen", lambda fd, mode: Full(real(fd, mode)))
+    before = {p.relative_to(swept) for p in swept.rglob("*")}
+    result = cli(command, str(swept))
+    refused(result, "No space left on device", str(swept), "free space")
+    monkeypatch.undo()
+    after = {p.relative_to(swept) for p in swept.rglob("*") if p.is_file()}
+    assert not [p for p in after if p.name.endswith(".tmp")]
+    assert all(p.stat().st_size > 0 for p in swept.rglob("*") if p.is_file() and p.relative_to(swept) not in before)

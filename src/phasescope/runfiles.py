@@ -25,7 +25,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:  # a full disk, Ctrl-C: no half-written temp file is left behind
+    except OSError as err:  # a full disk: no half-written temp file is left, and the error names the file
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+    except BaseException:  # Ctrl-C: no half-written temp file is left behind
         Path(tmp).unlink(missing_ok=True)
         raise
 

@@ -3,6 +3,7 @@ registers through ``command()``."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import warnings
@@ -99,9 +100,19 @@ def fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
+ENVIRONMENT_FIXES = {  # what to do about a file-system error phasescope did not cause
+    errno.ENOSPC: "free space on that disk and rerun the same command: finished work is kept and resumes",
+    errno.EDQUOT: "your disk quota is full: free space and rerun the same command; finished work is kept",
+    errno.EACCES: "you may not write or read there: fix its permissions or choose another --out",
+    errno.EPERM: "the operation is not permitted there: fix its permissions or choose another --out",
+    errno.EROFS: "that file system is read-only: choose another --out",
+}
+
+
 def _os_message(err: OSError) -> str:
     where = f": {err.filename}" if err.filename else ""
-    return f"{err.strerror or err}{where}"
+    fix = ENVIRONMENT_FIXES.get(err.errno)
+    return f"{err.strerror or err}{where}" + (f" ({fix})" if fix else "")
 
 
 def guarded(command):

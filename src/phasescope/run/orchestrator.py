@@ -408,7 +408,12 @@ def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_mani
             "sweep's; write the sweep to another --out (e.g. a runs/ directory)"
         )
     if spec_path.exists():
-        saved = read_json(spec_path, "sweep spec", fix)
+        saved = read_json(
+            spec_path,
+            "sweep spec",
+            "its records are kept: restore spec.json (manifest.json holds the command that made it), or write this "
+            "sweep to another --out",
+        )
         # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
         ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
         before, now = _without_model(upgrade_spec(saved)), _without_model(spec)
@@ -453,7 +458,11 @@ def _without_model(spec: dict) -> dict:
 def _check_same_model(out: Path, model: Backend, manifest_path: Path, fix: str) -> None:
     if not manifest_path.exists():
         return
-    saved = read_json(manifest_path, "sweep manifest", fix).get("model_fingerprint") or ""
+    repair = (
+        f"its records are kept: if they come from this --model, move {manifest_path.name} aside (e.g. to "
+        f"{manifest_path.name}.damaged) and rerun: it is rebuilt from this model and every record is kept"
+    )
+    saved = read_json(manifest_path, "sweep manifest", repair).get("model_fingerprint") or ""
     if not saved and model.info.fingerprint and (out / "records.jsonl").exists():
         raise ProbeError(
             f"{manifest_path} records no weights fingerprint, so its records cannot be checked to come from this "
