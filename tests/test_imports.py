@@ -20,6 +20,7 @@ ORDER = [
     "errors",
     "version",
     "validation",
+    "limits",
     "specs",
     "runfiles",
     "recordfile",
@@ -48,7 +49,7 @@ ORDER = [
     "__main__",
 ]
 TORCH_FREE = {
-    "errors", "version", "validation", "specs", "runfiles", "recordfile", "metricsfile", "analysis", "reporting",
+    "errors", "version", "validation", "limits", "specs", "runfiles", "recordfile", "metricsfile", "analysis", "reporting",
     "results",
 }  # fmt: skip
 
