@@ -25,6 +25,7 @@ ORDER = [
     "runfiles",
     "recordfile",
     "metricsfile",
+    "rundir",
     "theory",
     "kv",
     "data",
@@ -49,8 +50,8 @@ ORDER = [
     "__main__",
 ]
 TORCH_FREE = {
-    "errors", "version", "validation", "limits", "specs", "runfiles", "recordfile", "metricsfile", "analysis", "reporting",
-    "results",
+    "errors", "version", "validation", "limits", "specs", "runfiles", "recordfile", "metricsfile", "rundir",
+    "analysis", "reporting", "results",
 }  # fmt: skip
 
 
@@ -187,3 +188,18 @@ def test_reading_results_never_loads_torch(run_dir, command):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout[-2000:]
+
+
+def test_run_directory_file_names_are_spelled_in_one_module():
+    """spec.json, manifest.json, records.jsonl, metrics.json, report.html and .lock are spelled as
+    path components only in phasescope/rundir.py (``RunDir`` and its names); everything else
+    reaches them through it, so renaming or adding a run file is one edit."""
+    names = {"spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"}
+    spelled = [
+        f"{path.relative_to(SRC)}:{node.lineno} {node.value}"
+        for path in (SRC / "phasescope").rglob("*.py")
+        if path.name not in ("rundir.py", "shipped.py")  # shipped.py: a shipped checkpoint's manifest, not a run's
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in names
+    ]
+    assert not spelled, spelled

@@ -7,7 +7,7 @@ import torch
 
 import phasescope
 from phasescope.backends import from_callable
-from phasescope.run.orchestrator import _bar
+from phasescope.run.progress import scoring_bar as _bar
 from test_sweep import TASK, Planted
 
 SECONDS_PER_CALL = 0.05

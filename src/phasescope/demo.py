@@ -15,7 +15,9 @@ from pathlib import Path
 from rich.console import Console
 
 from phasescope.reporting.text import dependence_short
+from phasescope.rundir import RunDir
 from phasescope.runfiles import read_json
+from phasescope.train.shipped import SHIPPED_MANIFEST
 
 ASSETS = Path(__file__).parent / "assets" / "demo"
 MODELS = {
@@ -53,7 +55,7 @@ def retrain_models(root: Path, console: Console) -> dict[str, Path]:
 
     jobs, steps = {}, {}
     for name in MODELS:
-        manifest = read_json(ASSETS / name / "manifest.json", "demo model manifest")
+        manifest = read_json(ASSETS / name / SHIPPED_MANIFEST, "demo model manifest")
         steps[name] = apply_overrides(get_recipe(manifest["recipe"]), manifest["set"]).steps
         target = root / name
         args = ["train", manifest["recipe"], *sum((["--set", s] for s in manifest["set"]), []), "--out", str(target)]
@@ -103,7 +105,7 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
     page = write_compare(compared, out / "compare")
     console.print(rich_table(compared))
     for name, m in metrics.items():
-        console.print(summary(name, m, out / name / "report.html"), highlight=False)
+        console.print(summary(name, m, RunDir(out / name).report), highlight=False)
     console.print(f"side by side: {page}")
     console.print(f"demo finished in {time.perf_counter() - start:.0f} s")
     return metrics

@@ -12,5 +12,9 @@ class InputError(ValueError):
     """Bad input: the message names the file / option / field, what was expected and the fix."""
 
 
+class ProbeError(InputError):
+    """A probe or a sweep that cannot be built as asked (names the cause and the fix)."""
+
+
 class CheckpointError(InputError):
     """A checkpoint that cannot be used (missing, corrupt, or from a different config)."""

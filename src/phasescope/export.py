@@ -26,6 +26,7 @@ from pathlib import Path
 from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.recordfile import Record, read_records
+from phasescope.rundir import RunDir
 from phasescope.runfiles import atomic_write_bytes, atomic_write_text, read_json
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
@@ -60,9 +61,9 @@ def _run(run_dir) -> tuple[Path, list[Record], Metrics]:
 
     path = Path(run_dir)
     check_sweep_run_dir(path)
-    records = read_records(path / "records.jsonl").records
+    records = read_records(RunDir(path).records).records
     if not records:
-        raise InputError(f"{path / 'records.jsonl'} holds no records; run the sweep first")
+        raise InputError(f"{RunDir(path).records} holds no records; run the sweep first")
     return path, records, current_metrics(path)
 
 
@@ -132,7 +133,7 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     if fmt == "lm-eval":
         path = Path(out) if out else Path(run_dir) / "lm_eval_results.json"
         _, records, metrics = _run(run_dir)
-        spec = read_json(Path(run_dir) / "spec.json", "sweep spec")
+        spec = read_json(RunDir(run_dir).spec, "sweep spec")
         atomic_write_text(path, json.dumps(lm_eval_results(records, metrics, spec), indent=2, allow_nan=False))
         return [path]
     tables = load_run(run_dir)

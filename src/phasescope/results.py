@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.recordfile import Record, read_records
+from phasescope.rundir import RunDir
 from phasescope.runfiles import atomic_write_text, read_json
 
 if TYPE_CHECKING:
@@ -32,11 +33,11 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
         raise InputError(f"{run_dir} is not a run directory (pass the --out directory of `phasescope sweep`)")
     if not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:  # 1e8 draws ran for hours, silently
         raise InputError(f"n_resamples={n_resamples} is invalid; allowed: {MIN_RESAMPLES} to {MAX_RESAMPLES:,}")
-    path = run_dir / "records.jsonl"
+    path = RunDir(run_dir).records
     found = read_records(path)
     if not found.records:
         raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
-    spec_path = run_dir / "spec.json"
+    spec_path = RunDir(run_dir).spec
     spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
     seed = spec.get("seed", 0)
     if not isinstance(seed, int):
@@ -63,8 +64,8 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     metrics["metrics_sha256"] = metrics_digest(metrics)
     # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
     text = json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False)
-    atomic_write_text(run_dir / "metrics.json", text)
-    return Metrics.from_json(json.loads(text), str(run_dir / "metrics.json"))  # what a later reader gets
+    atomic_write_text(RunDir(run_dir).metrics, text)
+    return Metrics.from_json(json.loads(text), str(RunDir(run_dir).metrics))  # what a later reader gets
 
 
 # 2: verdict and log_score; 3: the verdict's claims under one alpha (Holm), mixed start phases;
@@ -105,7 +106,7 @@ def current_metrics(run_dir: str | Path) -> Metrics:
     older schema, edited after `analyze` wrote it (its own digest differs; said in a warning), or
     describes other records than those on disk (its records digest differs)."""
     run_dir = Path(run_dir)
-    metrics_path = run_dir / "metrics.json"
+    metrics_path = RunDir(run_dir).metrics
     current = None
     if metrics_path.exists():
         try:
@@ -113,7 +114,7 @@ def current_metrics(run_dir: str | Path) -> Metrics:
         except InputError:
             current = None  # recomputed below from the records
     current = current if isinstance(current, dict) else None
-    records = run_dir / "records.jsonl"
+    records = RunDir(run_dir).records
     stale = current is None or not records.exists() or current.get("records_sha256") != records_digest(records)
     if stale or current.get("schema") != METRICS_SCHEMA:
         return analyze(run_dir)
@@ -173,7 +174,7 @@ def check_sweep_run_dir(path: Path) -> None:
         raise InputError(f"run directory {path} does not exist; {make}, or check the path")
     if not path.is_dir():
         raise InputError(f"{path} is a file, not a run directory; pass the --out directory of `phasescope sweep`")
-    if not (path / "records.jsonl").exists():
+    if not RunDir(path).records.exists():
         raise InputError(
             f"{path} is not a sweep run directory: it has no records.jsonl; pass the --out directory of "
             f"`phasescope sweep`, or {make}"

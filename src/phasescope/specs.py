@@ -50,12 +50,6 @@ class BackendOptions:
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype {self.dtype!r} is invalid; allowed: {' | '.join(DTYPES)}")
 
-    @property
-    def torch_dtype(self):
-        import torch
-
-        return getattr(torch, self.dtype)
-
     def argv(self) -> list[str]:
         """The options that differ from the defaults, as command-line arguments."""
         default = BackendOptions()

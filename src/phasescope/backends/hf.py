@@ -57,7 +57,7 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
     parameters = approx_parameters(config)
     refuse_unless_fits(
         f"hf:{path}/config.json (about {parameters:,} parameters)",
-        2 * parameters * torch.tensor([], dtype=options.torch_dtype).element_size(),
+        2 * parameters * torch.tensor([], dtype=getattr(torch, options.dtype)).element_size(),
         "a model this size cannot be loaded here; check config.json, or use a smaller model or --dtype bfloat16",
     )
     from transformers.utils import logging as hf_logging
@@ -66,7 +66,7 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
     hf_logging.disable_progress_bar()  # a local load takes a blink; its bar would litter sweep output
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True, trust_remote_code=trust_remote_code, dtype=options.torch_dtype
+            path, local_files_only=True, trust_remote_code=trust_remote_code, dtype=getattr(torch, options.dtype)
         ).to(options.device)
     except (OSError, ValueError, KeyError, RuntimeError, ImportError, SafetensorError) as err:
         raise InputError(

@@ -46,7 +46,7 @@ def from_decoder(
 ) -> LogitsBackend:
     compressed = [layer for layer in model.cfg.layers if layer.compressed]
     options = options or BackendOptions()
-    model = model.to(device=options.device, dtype=options.torch_dtype)
+    model = model.to(device=options.device, dtype=getattr(torch, options.dtype))
 
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return model(ids.to(options.device)).float().cpu()

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from phasescope.cli.app import command, console
+from phasescope.rundir import RunDir
 
 
 @command()
@@ -28,7 +29,7 @@ def analyze(
         console.print(f"[yellow]note:[/] {metrics.records_note}", highlight=False)
     for table in task_metric_tables(metrics.task_metrics or {}):
         console.print(table)
-    console.print(f"wrote {Path(run_dir) / 'metrics.json'}", highlight=False)
+    console.print(f"wrote {RunDir(run_dir).metrics}", highlight=False)
 
 
 def task_metric_tables(per_task: dict) -> list[Table]:
@@ -102,9 +103,8 @@ def report(
 
 def report_hint(out: str) -> None:
     """After writing a section file (ablation/preferences/theory.json) into a sweep run directory."""
-    from pathlib import Path
 
-    if (Path(out) / "records.jsonl").exists():
+    if RunDir(out).records.exists():
         console.print(f"{out} is a sweep run: `phasescope report {out}` adds this to its report.html", soft_wrap=True)
 
 
@@ -123,7 +123,6 @@ def compare(
     """Several sweep runs side by side -> DIR/compare.html (self-contained): per-phase accuracy with
     intervals clustered by content, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
     as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`."""
-    from pathlib import Path
 
     from phasescope.api import compared_runs
     from phasescope.reporting.compare import rich_table, run_notes, write_compare

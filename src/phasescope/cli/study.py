@@ -9,6 +9,7 @@ import typer
 from phasescope.cli.app import command, console
 from phasescope.cli.results import report_hint
 from phasescope.errors import InputError
+from phasescope.rundir import RunDir
 from phasescope.runfiles import write_section
 
 
@@ -139,7 +140,7 @@ def preferences(
     from phasescope.metricsfile import phase_accuracy_file
     from phasescope.results import check_sweep_run_dir, current_metrics
 
-    if run and not (Path(run) / "metrics.json").is_file():
+    if run and not RunDir(run).metrics.is_file():
         check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
     seq_len = model_task(model).seq_len
     # per row: its tokens, and the bootstrap's 1000 resamples of its slot weights (window <= 16)
@@ -154,11 +155,11 @@ def preferences(
         console.print(line, highlight=False, soft_wrap=True)
     comparison = None
     if run:
-        if (Path(run) / "records.jsonl").exists():
+        if RunDir(run).records.exists():
             metrics = current_metrics(run)  # analyzed first when metrics.json is missing or stale
             accuracy, step = metrics.phase_accuracy(), metrics.step
         else:  # a metrics.json without its records (copied from elsewhere): only its phase accuracies are read
-            accuracy, step = phase_accuracy_file(Path(run) / "metrics.json")
+            accuracy, step = phase_accuracy_file(RunDir(run).metrics)
         comparison = compare_with_run(prefs, accuracy, step)
         prefs["run_comparison"] = comparison
         rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"

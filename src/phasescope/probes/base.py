@@ -14,13 +14,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from phasescope.errors import InputError
+from phasescope.errors import InputError, ProbeError  # noqa: F401  (ProbeError: re-exported)
 from phasescope.recordfile import Record
 from phasescope.specs import Geometry, ProbeSpec
-
-
-class ProbeError(InputError):
-    """A probe that cannot be built as asked (names the cause and the fix)."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number
+from phasescope.rundir import RunDir
 from phasescope.runfiles import atomic_write_text, read_json
 
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
@@ -183,7 +184,7 @@ def _bounded(metrics: Metrics) -> bool:
 
 def probe_label(run: ComparedRun) -> str:
     """The run's probe (and design, where the probe has designs) from its spec.json."""
-    spec_path = run.run_dir / "spec.json"
+    spec_path = RunDir(run.run_dir).spec
     spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
     probe = spec.get("probe") or {}
     name = str(probe.get("probe") or "unknown probe")
@@ -229,7 +230,7 @@ def _runs_list(runs: list[ComparedRun]) -> str:
     """Where each run came from: its directory, model, probe and design, the sweep command."""
     items = []
     for run in runs:
-        spec_path, manifest_path = run.run_dir / "spec.json", run.run_dir / "manifest.json"
+        spec_path, manifest_path = RunDir(run.run_dir).spec, RunDir(run.run_dir).manifest
         spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
         manifest = read_json(manifest_path, "sweep manifest") if manifest_path.exists() else {}
         text = f"{run.label}: {run.run_dir}; model: {spec.get('model', '?')}; probe: {probe_label(run)}"

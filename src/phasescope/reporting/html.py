@@ -22,12 +22,13 @@ from phasescope.reporting.text import (
     probability_table,
     window_line,
 )
+from phasescope.rundir import RunDir
 from phasescope.runfiles import atomic_write_text, read_json
 
 
 def write_report(run_dir: Path, metrics: Metrics) -> Path:
     """report.html and its figures for the run in ``run_dir``, whose current metrics are ``metrics``."""
-    spec_path = run_dir / "spec.json"
+    spec_path = RunDir(run_dir).spec
     spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
     images = []
     for name, draw in FIGURES.items():
@@ -35,7 +36,7 @@ def write_report(run_dir: Path, metrics: Metrics) -> Path:
         draw(metrics, path)
         images.append(figure_tag(path))
     page = _page(run_dir, metrics, spec, images)
-    out = run_dir / "report.html"
+    out = RunDir(run_dir).report
     atomic_write_text(out, page)
     return out
 
@@ -94,7 +95,7 @@ def _summary(metrics: Metrics) -> str:
 
 def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
     figures = "".join(images)
-    manifest_path = run_dir / "manifest.json"
+    manifest_path = RunDir(run_dir).manifest
     command = read_json(manifest_path, "sweep manifest").get("command") if manifest_path.exists() else None
     reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
     return f"""<!doctype html>

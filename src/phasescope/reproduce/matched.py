@@ -25,6 +25,7 @@ from pathlib import Path
 
 from phasescope.errors import InputError
 from phasescope.runfiles import atomic_write_text
+from phasescope.train.shipped import SHIPPED_MANIFEST
 
 RECIPE = "tiny-full-matched"
 TARGET_ACCURACY = 0.74  # tiny-s4's held-out accuracy on seeds 0-2: 73.0 / 73.9 / 75.1%
@@ -100,7 +101,7 @@ def materialize(cfg, checkpoint: Path, out: Path, step: int, target: float) -> d
             **{k: evaluation[k] for k in ("eval_accuracy", "eval_accuracy_by_phase", "eval_loss")},
         },
     }
-    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    atomic_write_text(out / SHIPPED_MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

@@ -115,7 +115,9 @@ def final_eval(model_dir: Path) -> dict | None:
     evaluation line of log.jsonl (a training run directory; transformers: its parent's)."""
     import json
 
-    manifest = model_dir / "manifest.json"
+    from phasescope.train.shipped import SHIPPED_MANIFEST
+
+    manifest = model_dir / SHIPPED_MANIFEST
     if manifest.exists():
         return read_json(manifest, "checkpoint manifest").get("final_eval")
     for log in (model_dir / "log.jsonl", model_dir.parent / "log.jsonl"):

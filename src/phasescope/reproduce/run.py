@@ -18,6 +18,7 @@ from pathlib import Path
 
 from phasescope.errors import InputError
 from phasescope.reproduce.matrix import ASSETS, LEARNED_BAND, MATRIX, Entry, checkpoint_dir, final_eval, learned
+from phasescope.rundir import RunDir
 from phasescope.runfiles import read_json
 
 OFFSETS = range(24)  # 4 periods of s = 6, 3 of s = 8
@@ -147,7 +148,7 @@ def same_window_gap(run_dir: Path, resamples: int = 1000) -> dict:
     from phasescope.metricsfile import Metrics
     from phasescope.recordfile import read_records
 
-    records = [r for r in read_records(run_dir / "records.jsonl").records if r.same_window]
+    records = [r for r in read_records(RunDir(run_dir).records).records if r.same_window]
     if not records:
         return {"same_window_gap_pp": None, "same_window_ci_pp": None, "same_window_p": None}
     m = Metrics.from_json(analyze_records(records, seed=0, n_resamples=resamples))

@@ -14,27 +14,22 @@ composition, so its numbers equal an uninterrupted run's.
 
 from __future__ import annotations
 
-import json
-import platform
-import subprocess
 import time
-from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from phasescope.backends.base import Backend, ScoringPlan, item_key
-from phasescope.limits import PROMPT_TOKEN_BYTES, refuse_beyond_memory
-from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_needle_placement, judge
-from phasescope.recordfile import Record, read_records
+from phasescope.probes.base import Probe, ProbeItem, judge
+from phasescope.recordfile import Record
+from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
-from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json, refuse_link
-from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec, offsets_text
+from phasescope.run.manifest import manifest
+from phasescope.run.progress import checking_bar, scoring_bar
+from phasescope.rundir import RunDir, RunLock
+from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
-# what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
-MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
 
 
@@ -78,135 +73,10 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
     )
 
 
-def check_offsets(offsets: list[int], step: int) -> None:
-    repeated = sorted(d for d, n in Counter(offsets).items() if n > 1)
-    if repeated:
-        raise ProbeError(f"offsets {repeated} are listed more than once; list each offset once")
-    if len(set(offsets)) < 2 * step:
-        raise ProbeError(
-            f"offsets cover {len(set(offsets))} values, fewer than two periods of step {step}; "
-            f"use at least {2 * step} offsets, e.g. --offsets 0:{max(24, 2 * step)}"
-        )
-    # a content's prompts are held together (one per offset), each at least its offset long, as Python ints
-    ordered = sorted(offsets)
-    refuse_beyond_memory(
-        "--offsets",
-        len(ordered),
-        lambda n: PROMPT_TOKEN_BYTES * sum(ordered[:n]) + n * 4096,
-        "a content's prompts at every offset are built together",
-        shown=lambda n: offsets_text(ordered[:n]) if n else "0",
-    )
-
-
-class SweepChecks:
-    """Every check a sweep makes on its items, fed one content at a time (the first pass over the
-    probe's stream, before anything is scored), and what the scoring pass needs to know: the
-    planned record keys, whether every candidate is one token, the longest prompt, the cost."""
-
-    def __init__(self, geometry: Geometry, vocab_size: int | None, max_len: int | None):
-        self.step, self.align, self.vocab_size, self.max_len = geometry.step, geometry.align, vocab_size, max_len
-        self.local, self.window = geometry.local, geometry.window
-        self.seen: dict[int, set] = {p: set() for p in range(self.step)}
-        self.keys: set = set()
-        self.single = True
-        self.longest = 0
-        self.prompt_tokens = self.candidate_tokens = self.n_candidates = 0
-
-    def add(self, items: list[ProbeItem]) -> None:
-        check_needle_placement(items, self.local, self.window)
-        for item in items:
-            self.seen[(item.anchor_pos - self.align) % self.step].add(item.offset)
-            self.keys.add(item_key(item))
-            lengths = [len(c) for c in item.candidates.values()]
-            self.single = self.single and max(lengths) == 1
-            self.longest = max(self.longest, len(item.input_ids) + max(lengths))
-            self.prompt_tokens += len(item.input_ids)
-            self.candidate_tokens += len(item.input_ids) * len(lengths) + sum(lengths)
-            self.n_candidates += len(lengths)
-            self._check_length(item, len(item.input_ids) + max(lengths))
-            self._check_vocab(item)
-
-    def _check_length(self, item: ProbeItem, length: int) -> None:
-        if self.max_len is not None and length > self.max_len:
-            raise ProbeError(
-                f"content {item.content_id} at offset {item.offset} needs {length} tokens but the model accepts "
-                f"at most {self.max_len} (its max_position_embeddings); nothing is truncated: use fewer pairs "
-                "(--context-tokens), fewer offsets or a shorter prompt"
-            )
-
-    def _check_vocab(self, item: ProbeItem) -> None:
-        if self.vocab_size is None:
-            return
-        top = max(max(item.input_ids), max(t for c in item.candidates.values() for t in c))
-        if top >= self.vocab_size:
-            raise ProbeError(
-                f"the probe uses token id {top} but the model's vocabulary has {self.vocab_size} ids; "
-                "build the probe from the model's own task or tokenizer"
-            )
-
-    def finish(self) -> None:
-        if not self.keys:
-            raise ProbeError("the probe produced no items; ask for at least one sample (--samples)")
-        thin = {p: len(ds) for p, ds in self.seen.items() if len(ds) < 2}
-        if thin:
-            raise ProbeError(
-                f"the offsets put the anchor at phase(s) {sorted(thin)} at fewer than two offsets ({thin}); every "
-                f"phase needs at least two so that phase effects and periods are estimable: use consecutive "
-                f"offsets, e.g. --offsets 0:{max(24, 2 * self.step)}"
-            )
-
-    def plan(self, model: Backend) -> dict:
-        """What scoring costs: records, forward passes or server requests, tokens."""
-        records = len(self.keys)
-        sequences = records if self.single else self.n_candidates
-        cost = model.cost(records, sequences, self.n_candidates)
-        tokens = self.prompt_tokens if self.single or model.reuses_cache() else self.candidate_tokens
-        return {"records": records, **cost, "prompt_tokens": tokens, "longest_sequence": self.longest}
-
-
 def default_batch_size(longest: int) -> int:
     """Sequences per forward pass when the user does not say: 16, fewer for long prompts so a
     pass reads about TOKENS_PER_BATCH tokens (one sequence at a time from 32K tokens on)."""
     return max(1, min(16, TOKENS_PER_BATCH // max(longest, 1)))
-
-
-def manifest(model: Backend, seed: int) -> dict:
-    import torch
-
-    from phasescope.version import __version__
-
-    versions = {
-        "phasescope": __version__,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
-    try:
-        import transformers
-
-        versions["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    try:
-        sha = (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-                cwd=Path(__file__).parent,
-            ).stdout.strip()
-            or None
-        )
-    except (OSError, subprocess.SubprocessError):
-        sha = None
-    return {
-        "versions": versions,
-        "git_sha": sha,
-        "seed": seed,
-        "model_fingerprint": model.info.fingerprint,
-        "model": model.info.description,
-    }
 
 
 def run_sweep(
@@ -222,7 +92,7 @@ def run_sweep(
         return probe.stream(offsets, samples, np.random.default_rng(spec.seed))
 
     checks = SweepChecks(geometry, model.info.vocab_size, model.info.max_len)
-    with _checking(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
+    with checking_bar(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
         for group in stream():
             checks.add(group)
             advance()
@@ -241,7 +111,7 @@ def run_sweep(
         done = {}
         if out is not None:
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
-            done = _open_run_dir(out, saved, model, checks.keys, make_manifest)
+            done = RunDir(out).open_for_sweep(saved, model.info.fingerprint, checks.keys, make_manifest)
         total = len(checks.keys)
         scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total)
     return SweepResult(out, sorted(done.values(), key=lambda r: r.key), scored, geometry=geometry)
@@ -311,7 +181,7 @@ def measured_seconds(model: Backend, chunks, records: int) -> dict:
 def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, progress: bool, total: int) -> int:
     """Score the batches with missing records, appending each batch to records.jsonl."""
     scored = 0
-    bar = _bar(progress, total, len(done))
+    bar = scoring_bar(progress, total, len(done))
     for chunk in chunks:
         for batch in model.batches(chunk):
             if all(item_key(it) in done for it in batch):
@@ -325,210 +195,10 @@ def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, 
             for r in fresh:
                 done[r.key] = r
             if out is not None:
-                with (out / "records.jsonl").open("a") as f:  # one write per batch
-                    f.write("".join(r.line() for r in fresh))
+                RunDir(out).append("".join(r.line() for r in fresh))  # one write per batch
             scored += len(fresh)
             if bar:
                 bar.advance(bar.task_ids[0], len(fresh))
     if bar:
         bar.stop()
     return scored
-
-
-RUN_FILES = (".lock", "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html")
-
-
-class RunLock:
-    """An exclusive lock on a run directory (released when the process ends, even by kill -9),
-    so two sweeps never append to the same records.jsonl."""
-
-    def __init__(self, out: Path | None):
-        self.out, self.lock = out, None
-
-    def __enter__(self):
-        if self.out is None:
-            return self
-        from filelock import FileLock, Timeout
-
-        if self.out.exists() and not self.out.is_dir():
-            raise ProbeError(f"--out {self.out} is a file; pass a directory for the run")
-        self.out.mkdir(parents=True, exist_ok=True)
-        for name in RUN_FILES:  # a run directory from someone else must not redirect a write through a link
-            refuse_link(self.out / name)
-        self.lock = FileLock(self.out / ".lock", timeout=0)
-        try:
-            self.lock.acquire()
-        except Timeout:
-            raise ProbeError(
-                f"another phasescope process is writing to {self.out} (its lock {self.out / '.lock'} is held); "
-                "wait for it to finish or use another --out"
-            ) from None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.lock is not None:
-            self.lock.release()
-
-
-def upgrade_spec(saved: dict) -> dict:
-    """A spec.json written before some option existed, read as this version would have written
-    it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
-    ``backend`` sections) reads as its default -- what the run did, since the option did not
-    exist -- except where the default changed what is measured: ``same_phase`` (the text probe
-    did not move its contents to one phase; the id-level probe has one phase per offset either
-    way). So adding an option never stops an old run from resuming."""
-    saved = json.loads(json.dumps(saved))
-    sweep = saved.get("sweep")
-    if not isinstance(sweep, dict):
-        return saved
-    text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
-    defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
-    defaults["probe"]["same_phase"] = not text_probe
-    for key, value in defaults.items():
-        if isinstance(value, dict) and isinstance(sweep.get(key), dict):
-            sweep[key] = value | sweep[key]
-        elif key not in sweep:
-            sweep[key] = value
-    if text_probe and "same_phase" not in saved["probe"]:
-        saved["probe"]["same_phase"] = False
-    return saved
-
-
-def _open_run_dir(out: Path, spec: dict, model: Backend, planned: set, make_manifest) -> dict:
-    """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
-    same model (weights fingerprint; the path it was reached by does not matter); the manifest
-    (a git call) is built only when it is missing."""
-    spec = json.loads(json.dumps(spec))
-    spec_path, manifest_path = out / "spec.json", out / "manifest.json"
-    fix = f"delete {out} to start the sweep again, or use another --out"
-    model_files = [name for name in MODEL_FILES if (out / name).exists()]
-    if model_files:
-        raise ProbeError(
-            f"--out {out} holds a model ({', '.join(model_files)}), not a sweep: its manifest would be taken for the "
-            "sweep's; write the sweep to another --out (e.g. a runs/ directory)"
-        )
-    if spec_path.exists():
-        saved = read_json(
-            spec_path,
-            "sweep spec",
-            "its records are kept: restore spec.json (manifest.json holds the command that made it), or write this "
-            "sweep to another --out",
-        )
-        # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
-        ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
-        before, now = _without_model(upgrade_spec(saved)), _without_model(spec)
-        diff = differing_keys(before, now, ignore=ignore)
-        if diff:
-            older = (
-                " (made before --same-phase existed: pass --mixed-phase to resume it)"
-                if any(key.endswith("same_phase") for key in diff) and "same_phase" not in json.dumps(saved)
-                else ""
-            )
-            raise ProbeError(
-                f"{out} holds a different sweep ({differences(before, now, diff)}){older}: rerun with the run's "
-                "values (its command is in manifest.json) to resume it, or use another --out"
-            )
-        _check_same_model(out, model, manifest_path, fix)
-    elif (out / "records.jsonl").exists():
-        raise ProbeError(f"{out} holds records.jsonl but no spec.json: not a sweep this version can resume; {fix}")
-    else:
-        atomic_write_text(spec_path, json.dumps(spec, indent=2))
-    if not manifest_path.exists():
-        atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
-    found = read_records(out / "records.jsonl")
-    for number, record in enumerate(found.records, start=1):
-        if record.key not in planned:
-            raise ProbeError(
-                f"{out / 'records.jsonl'} line {number} (content {record.content_id!r}, offset {record.offset}) "
-                f"is not part of this sweep; {fix}"
-            )
-    # a line cut by an interruption is dropped (it is rescored); a complete last line without its
-    # newline gets one, so the next record is not appended onto it
-    if found.truncated_tail or found.unterminated:
-        atomic_write_text(out / "records.jsonl", "".join(r.line() for r in found.records))
-    return {r.key: r for r in found.records}
-
-
-def _without_model(spec: dict) -> dict:
-    """A spec without the path the model was reached by (the weights fingerprint decides)."""
-    sweep = spec.get("sweep")
-    return spec | ({"sweep": {k: v for k, v in sweep.items() if k != "model"}} if isinstance(sweep, dict) else {})
-
-
-def _check_same_model(out: Path, model: Backend, manifest_path: Path, fix: str) -> None:
-    if not manifest_path.exists():
-        return
-    repair = (
-        f"its records are kept: if they come from this --model, move {manifest_path.name} aside (e.g. to "
-        f"{manifest_path.name}.damaged) and rerun: it is rebuilt from this model and every record is kept"
-    )
-    saved = read_json(manifest_path, "sweep manifest", repair).get("model_fingerprint") or ""
-    if not saved and model.info.fingerprint and (out / "records.jsonl").exists():
-        raise ProbeError(
-            f"{manifest_path} records no weights fingerprint, so its records cannot be checked to come from this "
-            f"model; resuming could mix two models' records; {fix}"
-        )
-    if saved and model.info.fingerprint and saved != model.info.fingerprint:
-        raise ProbeError(
-            f"{out} was swept with another model (weights fingerprint {saved}, now {model.info.fingerprint}): resuming "
-            f"would mix two models' records; {fix}"
-        )
-
-
-@contextmanager
-def _checking(enabled: bool, contents: int):
-    """A transient bar over the first pass (every content built and checked before scoring)."""
-    if not enabled:
-        yield lambda: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("building and checking contents"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        transient=True,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("contents", total=contents)
-        yield lambda: bar.advance(task)
-
-
-def _rate_column():
-    from rich.progress import ProgressColumn
-    from rich.text import Text
-
-    class RateColumn(ProgressColumn):
-        """Records scored per second (rich's own speed column counts bytes)."""
-
-        def render(self, task) -> Text:
-            return Text("" if task.speed is None else f"{task.speed:.1f} rec/s")
-
-    return RateColumn()
-
-
-def _bar(enabled: bool, total: int, completed: int):
-    if not enabled:
-        return None
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(
-        TextColumn("sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("records"),
-        TaskProgressColumn(),
-        _rate_column(),
-        TimeElapsedColumn(),
-        TextColumn("elapsed,"),
-        TimeRemainingColumn(),
-        TextColumn("left"),
-    )
-    bar.add_task("records", total=total, completed=completed)
-    bar.start()
-    return bar

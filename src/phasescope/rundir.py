@@ -1,0 +1,201 @@
+"""The run directory: the one owner of its file names, its lock, and how a sweep opens or
+resumes it (the spec and the weights fingerprint must match; an older spec.json reads as this
+version would have written it). Readers (``results``, ``reporting``, ``export``) reach the
+files through ``RunDir``; writers go through ``runfiles``' atomic writes.
+
+    RUN/spec.json        what a resume must match (``run.orchestrator.spec_json``)
+    RUN/manifest.json    versions, git sha, seed, the weights fingerprint, the command
+    RUN/records.jsonl    one record per line, appended one batch at a time
+    RUN/metrics.json     ``phasescope analyze``'s statistics (``metricsfile.Metrics``)
+    RUN/report.html      ``phasescope report``
+    RUN/.lock            held by the one process writing the run
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from phasescope.errors import ProbeError
+from phasescope.recordfile import read_records
+from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json, refuse_link
+from phasescope.specs import SweepSpec
+
+SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
+    "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"
+)  # fmt: skip
+RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT)
+# what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
+MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A sweep's run directory: its files by name, and opening it for a sweep."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def spec(self) -> Path:
+        return self.path / SPEC
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / MANIFEST
+
+    @property
+    def records(self) -> Path:
+        return self.path / RECORDS
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT
+
+    def append(self, lines: str) -> None:
+        """Records appended in one write (a batch): an interruption loses at most its last line."""
+        with self.records.open("a") as f:
+            f.write(lines)
+
+    def open_for_sweep(self, spec: dict, fingerprint: str, planned: set, make_manifest) -> dict:
+        """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
+        same model (weights fingerprint; the path it was reached by does not matter); the manifest
+        (a git call) is built only when it is missing."""
+        out, spec = self.path, json.loads(json.dumps(spec))
+        spec_path, manifest_path = self.spec, self.manifest
+        fix = f"delete {out} to start the sweep again, or use another --out"
+        model_files = [name for name in MODEL_FILES if (out / name).exists()]
+        if model_files:
+            raise ProbeError(
+                f"--out {out} holds a model ({', '.join(model_files)}), not a sweep: its manifest would be taken for "
+                "the sweep's; write the sweep to another --out (e.g. a runs/ directory)"
+            )
+        if spec_path.exists():
+            saved = read_json(
+                spec_path,
+                "sweep spec",
+                "its records are kept: restore spec.json (manifest.json holds the command that made it), or write this "
+                "sweep to another --out",
+            )
+            # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
+            ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
+            before, now = _without_model(upgrade_spec(saved)), _without_model(spec)
+            diff = differing_keys(before, now, ignore=ignore)
+            if diff:
+                older = (
+                    " (made before --same-phase existed: pass --mixed-phase to resume it)"
+                    if any(key.endswith("same_phase") for key in diff) and "same_phase" not in json.dumps(saved)
+                    else ""
+                )
+                raise ProbeError(
+                    f"{out} holds a different sweep ({differences(before, now, diff)}){older}: rerun with the run's "
+                    "values (its command is in manifest.json) to resume it, or use another --out"
+                )
+            self._check_same_model(fingerprint, fix)
+        elif self.records.exists():
+            raise ProbeError(f"{out} holds {RECORDS} but no {SPEC}: not a sweep this version can resume; {fix}")
+        else:
+            atomic_write_text(spec_path, json.dumps(spec, indent=2))
+        if not manifest_path.exists():
+            atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
+        found = read_records(self.records)
+        for number, record in enumerate(found.records, start=1):
+            if record.key not in planned:
+                raise ProbeError(
+                    f"{self.records} line {number} (content {record.content_id!r}, offset {record.offset}) "
+                    f"is not part of this sweep; {fix}"
+                )
+        # a line cut by an interruption is dropped (it is rescored); a complete last line without its
+        # newline gets one, so the next record is not appended onto it
+        if found.truncated_tail or found.unterminated:
+            atomic_write_text(self.records, "".join(r.line() for r in found.records))
+        return {r.key: r for r in found.records}
+
+    def _check_same_model(self, fingerprint: str, fix: str) -> None:
+        out, manifest_path = self.path, self.manifest
+        if not manifest_path.exists():
+            return
+        repair = (
+            f"its records are kept: if they come from this --model, move {manifest_path.name} aside (e.g. to "
+            f"{manifest_path.name}.damaged) and rerun: it is rebuilt from this model and every record is kept"
+        )
+        saved = read_json(manifest_path, "sweep manifest", repair).get("model_fingerprint") or ""
+        if not saved and fingerprint and self.records.exists():
+            raise ProbeError(
+                f"{manifest_path} records no weights fingerprint, so its records cannot be checked to come from this "
+                f"model; resuming could mix two models' records; {fix}"
+            )
+        if saved and fingerprint and saved != fingerprint:
+            raise ProbeError(
+                f"{out} was swept with another model (weights fingerprint {saved}, now {fingerprint}): resuming "
+                f"would mix two models' records; {fix}"
+            )
+
+
+def _without_model(spec: dict) -> dict:
+    """A spec without the path the model was reached by (the weights fingerprint decides)."""
+    sweep = spec.get("sweep")
+    return spec | ({"sweep": {k: v for k, v in sweep.items() if k != "model"}} if isinstance(sweep, dict) else {})
+
+
+class RunLock:
+    """An exclusive lock on a run directory (released when the process ends, even by kill -9),
+    so two sweeps never append to the same records.jsonl."""
+
+    def __init__(self, out: Path | None):
+        self.out, self.lock = out, None
+
+    def __enter__(self):
+        if self.out is None:
+            return self
+        from filelock import FileLock, Timeout
+
+        if self.out.exists() and not self.out.is_dir():
+            raise ProbeError(f"--out {self.out} is a file; pass a directory for the run")
+        self.out.mkdir(parents=True, exist_ok=True)
+        for name in RUN_FILES:  # a run directory from someone else must not redirect a write through a link
+            refuse_link(self.out / name)
+        self.lock = FileLock(self.out / LOCK, timeout=0)
+        try:
+            self.lock.acquire()
+        except Timeout:
+            raise ProbeError(
+                f"another phasescope process is writing to {self.out} (its lock {self.out / LOCK} is held); "
+                "wait for it to finish or use another --out"
+            ) from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+
+def upgrade_spec(saved: dict) -> dict:
+    """A spec.json written before some option existed, read as this version would have written
+    it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
+    ``backend`` sections) reads as its default -- what the run did, since the option did not
+    exist -- except where the default changed what is measured: ``same_phase`` (the text probe
+    did not move its contents to one phase; the id-level probe has one phase per offset either
+    way). So adding an option never stops an old run from resuming."""
+    saved = json.loads(json.dumps(saved))
+    sweep = saved.get("sweep")
+    if not isinstance(sweep, dict):
+        return saved
+    text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
+    defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
+    defaults["probe"]["same_phase"] = not text_probe
+    for key, value in defaults.items():
+        if isinstance(value, dict) and isinstance(sweep.get(key), dict):
+            sweep[key] = value | sweep[key]
+        elif key not in sweep:
+            sweep[key] = value
+    if text_probe and "same_phase" not in saved["probe"]:
+        saved["probe"]["same_phase"] = False
+    return saved
