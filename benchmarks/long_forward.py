@@ -75,7 +75,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=131072)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per configuration")
     parser.add_argument("--json", help="also store the rows under 'long_forward' in this JSON file (kept otherwise)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.timeout = 1024, 120
     print(f"tiny preset, {args.tokens} tokens, compressed: {COMPRESSED}\n")
     print(f"{'configuration':<24} {'time s':>8} {'peak MiB':>9}  logits")
     rows = []

@@ -50,7 +50,8 @@ def timed_sweep(kind: str, model: str, context: int, samples: int, **options) ->
     """One sweep of 8 offsets at ``context`` tokens, timed whole and reported."""
     start = time.perf_counter()
     plan = phasescope.sweep(model, offsets=OFFSETS, samples=samples, context_tokens=context, dry_run=True, **options)
-    print(f"{kind}: dry run: " + ", ".join(f"{k} {v:,}" for k, v in plan.plan.items()))
+    numbers = {k: v for k, v in plan.plan.items() if isinstance(v, (int, float))}
+    print(f"{kind}: dry run: " + ", ".join(f"{k} {v:,}" for k, v in numbers.items()))
     result = phasescope.sweep(model, offsets=OFFSETS, samples=samples, context_tokens=context, progress=True, **options)
     report(kind, context, result.records, time.perf_counter() - start)
 
@@ -134,7 +135,10 @@ def main() -> None:
     parser.add_argument("backend", choices=["native", "hf", "vllm", "deepseek-v4", "deepseek-v4-one-item"])
     parser.add_argument("--context", type=int, default=None, help="tokens per prompt (native 131072, vllm 32768)")
     parser.add_argument("--samples", type=int, default=None, help="contents, each at 8 offsets (default 2; hf 1)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
+    if args.quick:
+        args.context, args.samples = args.context or 2048, 1
     if args.backend == "native":
         native(args.context or 131072, args.samples or 2)
     elif args.backend == "hf":

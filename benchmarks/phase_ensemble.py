@@ -30,18 +30,17 @@ def timed_sweep(spec: str, samples: int, ensemble: bool, root: Path) -> tuple[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=128)
+    parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
+    if args.quick:
+        args.samples = 8
     torch.set_num_threads(2)
     for name, spec in MODELS.items():
         with tempfile.TemporaryDirectory() as tmp:
             plain_s, plain = timed_sweep(spec, args.samples, False, Path(tmp))
             ens_s, ens = timed_sweep(spec, args.samples, True, Path(tmp))
         for label, seconds, m in (("plain", plain_s, plain), ("phase ensemble", ens_s, ens)):
-            print(
-                f"{name} {label}: accuracy {m.overall_accuracy:.3f}, gap {m.gap_pp:.1f} pp "
-                f"[{m.gap_ci_pp[0]:.1f}, {m.gap_ci_pp[1]:.1f}] (p = {m.gap_p_value:.2g}), "
-                f"period {m.period['detected']}, {seconds:.1f} s"
-            )
+            print(f"{name} {label}: accuracy {m.overall_accuracy:.3f}, {m.verdict.sentence}, {seconds:.1f} s")
         ratio = ens_s / plain_s
         print(f"{name}: the ensemble costs {ratio:.1f}x the plain sweep's time ({args.samples} contents x 24)")
 

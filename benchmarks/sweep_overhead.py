@@ -1,7 +1,7 @@
-"""Harness overhead: a full sweep (probe building, batching, scoring, records.jsonl) vs the
-bare batched forward passes it needs, in the same run.
+"""Harness overhead: a full sweep (probe building, checks, batching, scoring, records.jsonl) vs
+the bare batched forward passes it needs, in the same run.
 
-Run:  .venv/bin/python benchmarks/sweep_overhead.py [--samples N]
+Run:  .venv/bin/python benchmarks/sweep_overhead.py [--samples N] [--quick]
 """
 
 from __future__ import annotations
@@ -15,26 +15,28 @@ import numpy as np
 import torch
 
 import phasescope
-from phasescope.api import build_probe, resolve_model
-from phasescope.backends.scoring import PAD_ID
+from phasescope.api import prepare_sweep
+from phasescope.backends.base import ScoringPlan
 from phasescope.demo import ASSETS
-from phasescope.run.orchestrator import _batches
+from phasescope.specs import sweep_settings
+
+OFFSETS = list(range(24))
 
 
-def bare_forwards(model, items, batch_size: int) -> float:
-    """Time only the model calls on the same padded batches the sweep scores."""
-    items = sorted(items, key=lambda it: (it.offset, it.content_id))
+def bare_forwards(backend, items, batch_size: int) -> float:
+    """Time only the model calls on the batches the sweep scores (right-padded with token 0)."""
+    backend.prepare(ScoringPlan(4, 0, batch_size, prefix_reuse=False))
     tensors = []
-    for batch in _batches(items, batch_size):
+    for batch in backend.batches(items):
         width = max(len(it.input_ids) for it in batch)
-        ids = torch.full((len(batch), width), PAD_ID, dtype=torch.long)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
         for i, it in enumerate(batch):
             ids[i, : len(it.input_ids)] = torch.tensor(it.input_ids)
         tensors.append(ids)
     start = time.perf_counter()
     with torch.no_grad():
         for ids in tensors:
-            model.logits(ids)
+            backend.logits(ids)
     return time.perf_counter() - start
 
 
@@ -42,26 +44,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 8 contents, 1 repeat")
     args = parser.parse_args()
+    if args.quick:
+        args.samples, args.repeats = 8, 1
     torch.set_num_threads(2)
-    model = resolve_model(ASSETS / "tiny-s4")
-    probe = build_probe("kv-retrieval", model, design="pad-prefix", task=None, tokenizer=None, completion=None)
-    items = probe.items(list(range(24)), args.samples, np.random.default_rng(0))
-    bare_forwards(model, items[: args.batch_size], args.batch_size)  # warm-up
+    options = dict(samples=args.samples, design="pad-prefix", batch_size=args.batch_size, prefix_reuse=False)
+    spec, _ = sweep_settings(str(ASSETS / "tiny-s4"), offsets=OFFSETS, **options)
+    prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=None)
+    items = [it for group in prepared.probe.stream(OFFSETS, args.samples, np.random.default_rng(0)) for it in group]
+    bare_forwards(prepared.backend, items[: args.batch_size], args.batch_size)  # warm-up
     rows = []
-    for _ in range(5):
-        bare = bare_forwards(model, items, args.batch_size)
+    for _ in range(args.repeats):
+        bare = bare_forwards(prepared.backend, items, args.batch_size)
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            phasescope.sweep(
-                model, samples=args.samples, design="pad-prefix", out=Path(tmp) / "run", batch_size=args.batch_size
-            )
+            phasescope.sweep(prepared.backend, offsets=OFFSETS, out=Path(tmp) / "run", **options)
             full = time.perf_counter() - start
         rows.append((bare, full))
     bare, full = (float(np.median(x)) for x in zip(*rows, strict=True))
     print(
         f"{len(items)} items, batch {args.batch_size}: bare forwards {bare:.2f} s, whole sweep {full:.2f} s, "
-        f"overhead {full / bare - 1:+.1%} (median of 5)"
+        f"overhead {full / bare - 1:+.1%} (median of {args.repeats})"
     )
 
 

@@ -56,7 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=60, help="timed optimizer steps per model")
     parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
+    if args.quick:
+        args.steps = 2
     torch.set_num_threads(2)
     peak = matmul_peak_flops()
     full_tps, full_flops = tokens_per_second("tiny-full", args.steps)
