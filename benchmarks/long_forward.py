@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
     if args.quick:
-        args.tokens, args.timeout = 1024, 120
+        args.tokens, args.timeout = 512, 120
     print(f"tiny preset, {args.tokens} tokens, compressed: {COMPRESSED}\n")
     print(f"{'configuration':<24} {'time s':>8} {'peak MiB':>9}  logits")
     rows = []

@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
     if args.quick:
-        args.context, args.samples = args.context or 2048, 1
+        args.context, args.samples = args.context or 1024, 1
     if args.backend == "native":
         native(args.context or 131072, args.samples or 2)
     elif args.backend == "hf":

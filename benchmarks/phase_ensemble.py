@@ -32,10 +32,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=128)
     parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
+    models = dict(list(MODELS.items())[:1]) if args.quick else MODELS
     if args.quick:
-        args.samples = 8
+        args.samples = 4
     torch.set_num_threads(2)
-    for name, spec in MODELS.items():
+    for name, spec in models.items():
         with tempfile.TemporaryDirectory() as tmp:
             plain_s, plain = timed_sweep(spec, args.samples, False, Path(tmp))
             ens_s, ens = timed_sweep(spec, args.samples, True, Path(tmp))

@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
     if args.quick:
-        args.seq_len, args.samples, args.repeats = 384, 2, 1
+        args.seq_len, args.samples, args.repeats = 256, 2, 1
     n_pairs = (args.seq_len - 200) // 6
     task = RetrievalTask(n_keys=256, n_values=64, n_pairs=n_pairs, min_distance=64, seq_len=args.seq_len)
     torch.manual_seed(0)

@@ -32,13 +32,13 @@ def matmul_peak_flops(size: int = 1024, repeats: int = 20) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
-def tokens_per_second(recipe: str, steps: int) -> tuple[float, float]:
-    """(tokens/s, model FLOP/s) over ``steps`` optimizer steps after 3 warm-up steps."""
+def tokens_per_second(recipe: str, steps: int, warmup: int = 3) -> tuple[float, float]:
+    """(tokens/s, model FLOP/s) over ``steps`` optimizer steps after ``warmup`` warm-up steps."""
     cfg = get_recipe(recipe)
     model = build_model(cfg, compressed=True, seed=0)
     optimizer = make_optimizer(cfg, model)
     n_params = sum(p.numel() for p in model.parameters())
-    batches = [sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([0, i])) for i in range(steps + 3)]
+    batches = [sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([0, i])) for i in range(steps + warmup)]
     elapsed = 0.0
     for i, batch in enumerate(batches):
         start = time.perf_counter()
@@ -46,7 +46,7 @@ def tokens_per_second(recipe: str, steps: int) -> tuple[float, float]:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if i >= 3:
+        if i >= warmup:
             elapsed += time.perf_counter() - start
     tokens = steps * cfg.batch_size * cfg.task.seq_len
     return tokens / elapsed, 6 * n_params * tokens / elapsed
@@ -59,11 +59,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run, smallest sizes")
     args = parser.parse_args()
     if args.quick:
-        args.steps = 2
+        args.steps = 1
+    warmup = 1 if args.quick else 3
     torch.set_num_threads(2)
     peak = matmul_peak_flops()
-    full_tps, full_flops = tokens_per_second("tiny-full", args.steps)
-    comp_tps, comp_flops = tokens_per_second("tiny-s4", args.steps)
+    full_tps, full_flops = tokens_per_second("tiny-full", args.steps, warmup)
+    comp_tps, comp_flops = tokens_per_second("tiny-s4", args.steps, warmup)
     rows = {
         "matmul_peak_gflops": peak / 1e9,
         "full": {"tokens_per_s": full_tps, "model_gflops": full_flops / 1e9},

@@ -16,6 +16,7 @@ from phasescope.model import Decoder, ModelConfig
 torch.set_num_threads(2)
 
 SLOW = (
+    "tests/test_benchmarks.py::test_benchmark_quick_smoke",
     "tests/test_mixed_phases.py::test_a_real_tokenizer_sweep_gets_a_tested_verdict",
     "tests/test_mixed_phases.py::test_defect_1_",
     "tests/test_mixed_phases.py::test_contents_correlated_with_their_start_phase",

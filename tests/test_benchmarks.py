@@ -1,0 +1,33 @@
+"""Every benchmark imports and runs: its ``--quick`` smoke (the smallest sizes) in this process,
+so a benchmark that docs/performance.md cites cannot rot unnoticed (sweep_overhead.py once
+failed to import while `make bench` ran it)."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
+    "attention.py": (["--quick", "--prefill-only"], "T="),
+    "long_forward.py": (["--quick"], "compressed / full"),
+    "niah.py": (["native", "--quick"], "items of 1,024 tokens"),
+    "phase_ensemble.py": (["--quick"], "the ensemble costs"),
+    "sweep_overhead.py": (["--quick"], "overhead"),
+    "sweep_prefix.py": (["--quick"], "speed-up"),
+    "training.py": (["--quick"], "tokens/s"),
+}
+
+
+def test_every_benchmark_has_a_smoke():
+    assert set(SMOKES) == {p.name for p in BENCHMARKS.glob("*.py")}
+
+
+@pytest.mark.parametrize("name", sorted(SMOKES))
+def test_benchmark_quick_smoke(name, monkeypatch, capsys, tmp_path):
+    args, phrase = SMOKES[name]
+    monkeypatch.chdir(tmp_path)  # a benchmark that writes files writes them here
+    monkeypatch.setattr(sys, "argv", [name, *args])
+    runpy.run_path(str(BENCHMARKS / name), run_name="__main__")
+    assert phrase in capsys.readouterr().out
