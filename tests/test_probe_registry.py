@@ -11,7 +11,7 @@ import pytest
 from phasescope.backends.tokenizers import named_tokenizer
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.probes import PROBES, build_probe, probe_module
-from phasescope.probes.base import ProbeContext, judge
+from phasescope.probes.base import ProbeContext, ProbeError, judge
 from phasescope.specs import DESIGNS, Geometry, ProbeSpec
 
 TASK = RetrievalTask(
@@ -69,3 +69,22 @@ def test_each_registered_probe_puts_the_anchor_at_base_plus_the_offset(name, des
         right = {"greedy": True, "logprobs": {c: (0.0 if c == item.target else -5.0) for c in item.candidates}}
         wrong = {"greedy": False, "logprobs": {c: (-5.0 if c == item.target else 0.0) for c in item.candidates}}
         assert judge(item, right) and not judge(item, wrong)
+
+
+@pytest.mark.parametrize("kind", sorted(PROBES))
+def test_an_option_the_probe_does_not_read_is_refused_by_the_flag_given(kind):
+    """Every probe refuses an option it does not read, naming it as it was typed: a boolean turned
+    off by its own flag (``--mixed-phase``) is named by that flag, not by its field."""
+    argument, options = ARGUMENTS.get(kind, (None, {}))
+    name = f"{kind}:{argument}" if argument else kind
+    module = probe_module(ProbeSpec(name))
+    off = {"same_phase": (False, "--mixed-phase"), "chat_template": (True, "--chat-template")}
+    others = {"probe_file": ("x.json", "--probe-file"), "include_path": ("tasks", "--include-path"), **off}
+    unread = {name: given for name, given in others.items() if name not in module.OPTIONS}
+    if not unread:
+        pytest.skip(f"the {kind} probe reads every option tried here")
+    for option, (value, flag) in sorted(unread.items()):
+        spec = ProbeSpec(name, **(options | {option: value}))
+        ctx = ProbeContext(spec=spec, geometry=GEOMETRY, tokenizer=named_tokenizer("qwen3"), task=TASK)
+        with pytest.raises(ProbeError, match=f"^{flag}: not used by the {kind} probe"):
+            build_probe(ctx)

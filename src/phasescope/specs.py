@@ -104,6 +104,15 @@ class ProbeSpec:
         """What follows ``kind:`` (a file), or None."""
         return self.name.split(":", 1)[1] if ":" in self.name else None
 
+    OFF_FLAGS = {"same_phase": "--mixed-phase"}  # a boolean option whose default is on: the flag that turns it off
+
+    @classmethod
+    def flag(cls, name: str, value) -> str:
+        """The command-line flag that sets option ``name`` to ``value`` (``--mixed-phase``, ``--depth``)."""
+        if value is False and name in cls.OFF_FLAGS:
+            return cls.OFF_FLAGS[name]
+        return "--" + name.replace("_", "-")
+
     def argv(self) -> list[str]:
         args = ["--probe", self.name, "--design", self.design, "--depth", str(self.depth)]
         args += ["--kv-gaps", ",".join(map(str, self.kv_gaps))] + _flag("context_tokens", self.context_tokens)
@@ -112,7 +121,7 @@ class ProbeSpec:
         args += ["--chat-template"] if self.chat_template else []
         args += ["--probe-file", self.probe_file] if self.probe_file else []
         args += ["--include-path", self.include_path] if self.include_path else []
-        args += [] if self.same_phase else ["--mixed-phase"]
+        args += [] if self.same_phase else [self.flag("same_phase", False)]
         return args
 
 

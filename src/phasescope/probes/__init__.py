@@ -54,7 +54,7 @@ def build_probe(ctx: ProbeContext) -> Probe:
         if f.name != "name" and f.name not in module.OPTIONS and getattr(ctx.spec, f.name) != getattr(default, f.name)
     ]
     if unused:
-        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
+        flags = ", ".join(ProbeSpec.flag(name, getattr(ctx.spec, name)) for name in unused)
         raise ProbeError(f"{flags}: not used by the {ctx.spec.kind} probe; drop {'it' if len(unused) == 1 else 'them'}")
     probe = module.build(ctx)
     if not ctx.spec.chat_template:
