@@ -95,3 +95,42 @@ def test_chat_template_only_when_asked_and_its_tokens_count_in_every_position(tm
     assert all(r.phase == r.offset % 4 for r in aligned)
     with pytest.raises(ProbeError, match="no chat template"):
         phasescope.sweep(f"hf:{model}", step=4, samples=1, chat_template=True, tokenizer=word_tokenizer())
+
+
+def _items_with_multi_token_candidates(vocab: int, n: int = 6) -> list:
+    """Prompts of different lengths, each with candidates of 1 to 4 tokens (the numbers and codes
+    pair formats, lm-eval continuations)."""
+    import numpy as np
+
+    from phasescope.probes.base import ProbeItem
+
+    rng = np.random.default_rng(0)
+    items = []
+    for i in range(n):
+        prompt = [int(t) for t in rng.integers(3, vocab, size=40 + 3 * i)]
+        candidates = {f"c{k}": [int(t) for t in rng.integers(3, vocab, size=1 + k)] for k in range(4)}
+        items.append(ProbeItem(i, 0, prompt, candidates, "c2", len(prompt), len(prompt), rule="choice"))
+    return items
+
+
+@pytest.mark.parametrize("kind", ["native", "hf"])
+def test_logits_only_where_read_equal_every_position_sliced(kind, qwen3_dir):
+    """Multi-token candidates are scored from the output head at the positions read only: the
+    same results as slicing every position's logits, with K (positions kept) a few, not T."""
+    from phasescope.backends.scoring import full_logits, score_items
+    from phasescope.demo import ASSETS
+
+    backend = load_spec(str(ASSETS / "tiny-s4") if kind == "native" else f"hf:{qwen3_dir}", BackendOptions())
+    items = _items_with_multi_token_candidates(backend.info.vocab_size)
+    widths = []
+
+    def spy(ids, keep):
+        widths.append((ids.shape[1], len(keep)))
+        return backend.logits_where(ids, keep)
+
+    kept = score_items(spy, items)
+    every = score_items(full_logits(backend.logits), items)
+    for a, b in zip(kept, every, strict=True):
+        assert a["greedy"] == b["greedy"] and a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-4)
+    [(width, positions)] = widths
+    assert positions == len({it.answer_pos - 1 + k for it in items for k in range(4)}) < width

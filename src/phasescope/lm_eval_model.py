@@ -108,7 +108,7 @@ class PhaseEnsembleLM(TemplateLM):
         items = [_item(context, continuation) for _, context, continuation in requests]
         out = []
         for start in range(0, len(items), self.batch_size):
-            for result in score_items(self.model.logits, items[start : start + self.batch_size]):
+            for result in score_items(self.model.logits_where, items[start : start + self.batch_size]):
                 out.append((float(result["logprobs"]["c"]), bool(result["greedy"])))
         return out
 

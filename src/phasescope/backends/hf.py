@@ -105,7 +105,7 @@ def load_hf(path: str | Path, options: BackendOptions | None = None) -> LogitsBa
         bos_id=getattr(tokenizer, "bos_token_id", None),
         max_len=getattr(config, "max_position_embeddings", None),
     )
-    return LogitsBackend(info, logits, session, model)
+    return LogitsBackend(info, logits, session, model, kept=logits)
 
 
 def _metadata(path: Path) -> dict:
@@ -217,9 +217,11 @@ class HFSession:
 def _logits_fn(model, device: str, scheme=None):
     """input_ids [B,T] -> float32 logits [B,T,V] on the CPU, with post-hoc compression when given."""
 
-    def logits(ids: torch.Tensor) -> torch.Tensor:
+    def logits(ids: torch.Tensor, keep: torch.Tensor | int = 0) -> torch.Tensor:
+        """``keep``: transformers' logits_to_keep (0: every position; positions: the output head only there)."""
         with torch.no_grad(), compressed_attention(model, scheme):
-            return model(input_ids=ids.to(device), use_cache=False).logits.float().cpu()
+            kept = keep.to(device) if isinstance(keep, torch.Tensor) else keep
+            return model(input_ids=ids.to(device), use_cache=False, logits_to_keep=kept).logits.float().cpu()
 
     return logits
 
@@ -248,7 +250,7 @@ def from_pretrained_model(model, options: BackendOptions | None = None) -> Logit
         description=f"in-memory {type(model).__name__}",
         max_len=getattr(config, "max_position_embeddings", None),
     )
-    return LogitsBackend(info, logits, module=model)
+    return LogitsBackend(info, logits, module=model, kept=logits)
 
 
 def check_causal(logits_fn, vocab_size: int, name: str) -> None:

@@ -20,7 +20,7 @@ import torch
 
 from phasescope.backends.base import Backend, ModelInfo, by_offset, item_key, plain_batches
 from phasescope.backends.prefix import score_group, score_long
-from phasescope.backends.scoring import score_items
+from phasescope.backends.scoring import full_logits, score_items
 from phasescope.probes.base import ProbeItem
 from phasescope.specs import ModelGeometry
 
@@ -34,6 +34,11 @@ class LogitsBackend(Backend):
     logits: LogitsFn
     session: object | None = None  # prefill(ids) -> state; extend / advance (backends.prefix)
     module: object | None = None  # the torch module behind ``logits`` (head ablation hooks it)
+    kept: object | None = None  # (ids [B,T], keep [K]) -> logits [B,K,V], computed only there; None: sliced
+
+    def logits_where(self, ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """Logits [B,K,V] at positions ``keep`` only (the model computes just those when it can)."""
+        return self.kept(ids, keep) if self.kept is not None else full_logits(self.logits)(ids, keep)
 
     def reuses_cache(self) -> bool:
         plan = self.plan
@@ -57,7 +62,8 @@ class LogitsBackend(Backend):
 
     def _plain(self, items: list[ProbeItem]) -> list[dict]:
         ordered = by_offset(items)
-        results = [r for batch in plain_batches(ordered, self.plan.batch_size) for r in score_items(self.logits, batch)]
+        batches = plain_batches(ordered, self.plan.batch_size)
+        results = [r for batch in batches for r in score_items(self.logits_where, batch)]
         by_key = {item_key(it): r for it, r in zip(ordered, results, strict=True)}
         return [by_key[item_key(it)] for it in items]
 

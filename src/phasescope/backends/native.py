@@ -51,12 +51,15 @@ def from_decoder(
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return model(ids.to(options.device)).float().cpu()
 
+    def kept(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # the output head only where read
+        return model(ids.to(options.device), logits_at=keep.to(options.device)).float().cpu()
+
     geometry = ModelGeometry()
     if compressed:
         first, local = compressed[0], max(layer.local for layer in compressed)
         geometry = ModelGeometry(first.step, first.window, first.align, local, "the model's config")
     info = ModelInfo(model.cfg.vocab_size, geometry, fingerprint, task, description)
-    return LogitsBackend(info, logits, DecoderSession(model, options.device), model)
+    return LogitsBackend(info, logits, DecoderSession(model, options.device), model, kept)
 
 
 class DecoderSession:

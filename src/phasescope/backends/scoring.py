@@ -1,7 +1,11 @@
 """Score probe items from a logits function: whether greedy decoding reproduces the target,
 and the teacher-forced log-prob of every candidate (the logits backend's plain path).
 
-Shape legend: B sequences in a batch, T tokens, V vocabulary.
+Only the logits read are computed where the model allows it (``logits_where``): a 129K-token
+vocabulary over every position of every candidate's sequence would dwarf the model itself.
+
+Shape legend: B sequences in a batch, T tokens, K positions read (their union over the batch),
+V vocabulary.
 """
 
 from __future__ import annotations
@@ -15,18 +19,27 @@ from phasescope.probes.base import ProbeItem
 PAD_ID = 0  # right padding; a causal model's logits before the padding are unaffected
 
 
-def _forward(logits_fn, sequences: list[list[int]], items: list[ProbeItem]) -> torch.Tensor:
-    """Right-pad to one length and run the model: log-probs [B,T,V] (float32)."""
+def _forward(logits_where, sequences: list[list[int]], reads: list[list[int]], items: list[ProbeItem]):
+    """Right-pad to one length and run the model, keeping the logits only at the positions read
+    (``reads[b]``: the positions sequence b is scored at): (log-probs [B,K,V] float32, the index
+    in K of every position read). K is the union of the positions read: a few per batch, not T."""
     width = max(len(s) for s in sequences)
     padded = np.full((len(sequences), width), PAD_ID, dtype=np.int64)
     for i, seq in enumerate(sequences):
         padded[i, : len(seq)] = seq
-    ids = torch.from_numpy(padded)
+    kept = sorted({p for positions in reads for p in positions})
     with torch.no_grad():
-        logits = logits_fn(ids).float()
-    for row, seq in enumerate(sequences):  # only the prompt's own positions count, not the padding
-        refuse_broken(logits[row, : len(seq)], items[min(row * len(items) // len(sequences), len(items) - 1)])
-    return torch.log_softmax(logits, dim=-1)
+        logits = logits_where(torch.from_numpy(padded), torch.tensor(kept)).float()
+    index = {p: k for k, p in enumerate(kept)}
+    for row, positions in enumerate(reads):  # only what this row reads counts, never the padding
+        owner = items[min(row * len(items) // len(sequences), len(items) - 1)]
+        refuse_broken(logits[row, [index[p] for p in positions]], owner)
+    return torch.log_softmax(logits, dim=-1), index
+
+
+def full_logits(logits_fn):
+    """``logits_where`` of a model that only gives every position's logits: all of them, then the kept."""
+    return lambda ids, keep: logits_fn(ids)[:, keep]
 
 
 def refuse_broken(logits: torch.Tensor, item: ProbeItem) -> None:
@@ -38,25 +51,28 @@ def refuse_broken(logits: torch.Tensor, item: ProbeItem) -> None:
         )
 
 
-def score_items(logits_fn, items: list[ProbeItem]) -> list[dict]:
-    """One result per item: greedy, logprob_target, logprobs {candidate: log-prob}."""
+def score_items(logits_where, items: list[ProbeItem]) -> list[dict]:
+    """One result per item: greedy, logprob_target, logprobs {candidate: log-prob}.
+    ``logits_where(ids [B,T], keep [K]) -> logits [B,K,V]`` (``LogitsBackend.logits_where``)."""
     if single_token(items):  # every candidate is read from the distribution after the prompt
-        logp = _forward(logits_fn, [item.input_ids for item in items], items)
-        return results_from_next_token(items, [logp[i, item.answer_pos - 1] for i, item in enumerate(items)])
-    sequences, owners = [], []
+        reads = [[item.answer_pos - 1] for item in items]
+        logp, index = _forward(logits_where, [item.input_ids for item in items], reads, items)
+        return results_from_next_token(items, [logp[i, index[item.answer_pos - 1]] for i, item in enumerate(items)])
+    sequences, owners, reads = [], [], []
     for i, item in enumerate(items):
-        for name, tokens in item.candidates.items():
+        for name, tokens in item.candidates.items():  # teacher-forced: one sequence per candidate
             sequences.append(item.input_ids + tokens)
             owners.append((i, name))
-    logp = _forward(logits_fn, sequences, items)
+            reads.append(list(range(item.answer_pos - 1, item.answer_pos - 1 + len(tokens))))
+    logp, index = _forward(logits_where, sequences, reads, items)
     scores: list[dict] = [{} for _ in items]
     greedy = [False] * len(items)
     for row, (i, name) in enumerate(owners):
-        item, tokens = items[i], items[i].candidates[name]
-        at = torch.arange(item.answer_pos - 1, item.answer_pos - 1 + len(tokens))
+        tokens = items[i].candidates[name]
+        at = torch.tensor([index[p] for p in reads[row]])
         wanted = torch.tensor(tokens)
         scores[i][name] = float(logp[row, at, wanted].sum())
-        if name == item.target:  # greedy decoding reproduces the answer iff every argmax matches
+        if name == items[i].target:  # greedy decoding reproduces the answer iff every argmax matches
             greedy[i] = bool((logp[row, at].argmax(-1) == wanted).all())
     return [result(item, scores[i], greedy[i]) for i, item in enumerate(items)]
 

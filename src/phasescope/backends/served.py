@@ -135,13 +135,7 @@ class ServedModel(Backend):
     def _echo(self, answer, sent: list[int], item: ProbeItem) -> tuple[list[int], list, list]:
         """(echoed ids, prompt log-probs, top log-probs), after checking their shapes and that the
         server read exactly ``sent``."""
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise InputError(
-                f"{self.url}: the server answered without choices (content {item.content_id}, offset {item.offset}): "
-                f"it is not an OpenAI-compatible /completions endpoint, or it failed; check the server's log. {KEPT}"
-            )
-        logprobs = choices[0].get("logprobs")
+        logprobs = self._choice(answer, item).get("logprobs")
         if logprobs is not None and not isinstance(logprobs, dict):
             raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
         echoed, values, tops = ((logprobs or {}).get(k) for k in ("tokens", "token_logprobs", "top_logprobs"))
@@ -167,6 +161,32 @@ class ServedModel(Backend):
                 "be wrong; serve the model so that it accepts token ids"
             )
         return ids, values, tops
+
+    def _choice(self, answer, item: ProbeItem) -> dict:
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise InputError(
+                f"{self.url}: the server answered without choices (content {item.content_id}, offset {item.offset}): "
+                f"it is not an OpenAI-compatible /completions endpoint, or it failed; check the server's log. {KEPT}"
+            )
+        return choices[0]
+
+    def generate(self, item: ProbeItem) -> list[int]:
+        """Greedy continuation ids of ``item`` (its ``generate``), cut where the local loop would stop."""
+        body = self._body(item.input_ids) | {"max_tokens": item.generate.max_tokens, "echo": False}
+        logprobs = self._choice(self._post(body, item), item).get("logprobs")
+        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
+        if not isinstance(tokens, list):
+            raise InputError(
+                f"{self.url}: the server returned no generated tokens (content {item.content_id}, offset "
+                f"{item.offset}); phasescope needs logprobs with return_tokens_as_token_ids (vLLM)"
+            )
+        out: list[int] = []
+        for token in tokens:
+            out.append(self._token_id(token, item))
+            if item.generate.done(out):
+                break
+        return out
 
     def _token_id(self, token, item: ProbeItem) -> int:
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):

@@ -38,15 +38,16 @@ def generate(model, items: list[ProbeItem]) -> list[list[int]]:
     from phasescope.backends.served import ServedModel
 
     if isinstance(model, LogitsBackend):
-        return _generate_logits(model.logits, items)
+        return _generate_logits(model.logits_where, items)
     if isinstance(model, ServedModel):
-        return [_generate_served(model, item) for item in items]
+        return [model.generate(item) for item in items]
     raise InputError(
         f"{type(model).__name__} cannot generate text; generation tasks need an hf:, openai: or local model"
     )
 
 
-def _generate_logits(logits_fn, items: list[ProbeItem]) -> list[list[int]]:
+def _generate_logits(logits_where, items: list[ProbeItem]) -> list[list[int]]:
+    """Greedy decoding, a step for every running item at once: the logits only at each one's last position."""
     import torch
 
     outputs: list[list[int]] = [[] for _ in items]
@@ -57,40 +58,14 @@ def _generate_logits(logits_fn, items: list[ProbeItem]) -> list[list[int]]:
         ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
         for row, seq in enumerate(sequences):
             ids[row, : len(seq)] = torch.tensor(seq)
+        last = sorted({len(s) - 1 for s in sequences})
         with torch.no_grad():
-            logits = logits_fn(ids)
+            logits = logits_where(ids, torch.tensor(last))
         for row, i in enumerate(running):
-            outputs[i].append(int(logits[row, len(sequences[row]) - 1].float().argmax()))
+            outputs[i].append(int(logits[row, last.index(len(sequences[row]) - 1)].float().argmax()))
         running = [i for i in running if not _finished(items[i], outputs[i])]
     return outputs
 
 
 def _finished(item: ProbeItem, generated: list[int]) -> bool:
     return len(generated) >= item.generate.max_tokens or item.generate.done(generated)
-
-
-def _generate_served(model, item: ProbeItem) -> list[int]:
-    from phasescope.backends.served import _token_id
-
-    body = {
-        "model": model.model,
-        "prompt": item.input_ids,
-        "max_tokens": item.generate.max_tokens,
-        "temperature": 0.0,
-        "echo": False,
-        "logprobs": 1,
-        "return_tokens_as_token_ids": True,
-    }
-    logprobs = model._post(body)["choices"][0].get("logprobs") or {}
-    tokens = logprobs.get("tokens")
-    if tokens is None:
-        raise InputError(
-            f"{model.url}: the server returned no generated tokens (content {item.content_id}, offset {item.offset}); "
-            "phasescope needs logprobs with return_tokens_as_token_ids (vLLM)"
-        )
-    out: list[int] = []
-    for token in tokens:  # cut where the local loop would stop, so both backends agree
-        out.append(_token_id(token))
-        if item.generate.done(out):
-            break
-    return out
