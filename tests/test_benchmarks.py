@@ -12,6 +12,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "attention.py": (["--quick", "--prefill-only"], "T="),
     "long_forward.py": (["--quick"], "compressed / full"),
+    "multi_token_scoring.py": (["--quick"], "where read"),
     "niah.py": (["native", "--quick"], "items of 1,024 tokens"),
     "phase_ensemble.py": (["--quick"], "the ensemble costs"),
     "sweep_overhead.py": (["--quick"], "overhead"),
