@@ -12,14 +12,10 @@ import torch
 
 
 def _set_all(logprobs: dict, value) -> dict:
-    """Every log-prob (prompt and top) replaced by ``value``."""
-    values = [None] + [value] * (len(logprobs["token_logprobs"]) - 1)
-    tops = [None] + [{k: value for k in top} for top in logprobs["top_logprobs"][1:]]
+    """Every log-prob (prompt and top) replaced by ``value`` (an echoed prompt's first has none)."""
+    values = [None if v is None else value for v in logprobs["token_logprobs"]]
+    tops = [None if top is None else {k: value for k in top} for top in logprobs["top_logprobs"]]
     return logprobs | {"token_logprobs": values, "top_logprobs": tops}
-
-
-def _next_id(token: str) -> str:
-    return f"token_id:{int(token.split(':')[1]) + 1}"
 
 
 # Answers a broken or non-vLLM server gives: each must be refused, naming the server, and record nothing.
@@ -38,7 +34,6 @@ MALFORMED = {
     "positive": lambda lp: _set_all(lp, 1.92),
     "nan": lambda lp: _set_all(lp, math.nan),
     "string-value": lambda lp: _set_all(lp, "-0.5"),
-    "reorder": lambda lp: lp | {"tokens": lp["tokens"][:5] + [_next_id(lp["tokens"][5])] + lp["tokens"][6:]},
 }
 
 
@@ -48,7 +43,9 @@ class FakeVLLM:
         # consumed one per request: "500", "drop", "garbage", "429", "drip", or a malformed answer (MALFORMED)
         self.faults: list[str] = []
         self.token_ids_supported = True  # vLLM's logprob_token_ids; False: ignored, as by older servers
+        self.prompt_ids_returned = True  # vLLM's return_token_ids (prompt_token_ids); False: ignored
         self.requests = 0
+        self.echoed = 0  # requests asking for the prompt's log-probs (echo)
         self.auth: list[str | None] = []
         self.lock = threading.Lock()
         server = self
@@ -61,6 +58,7 @@ class FakeVLLM:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
                     server.requests += 1
+                    server.echoed += bool(body.get("echo"))
                     server.auth.append(self.headers.get("Authorization"))
                     fault = server.faults.pop(0) if server.faults else None
                 if fault == "drop":
@@ -103,8 +101,10 @@ class FakeVLLM:
 
     def answer(self, body: dict, fault: str | None) -> dict:
         ids = list(body["prompt"])
-        if not body.get("echo", False):
+        if not body.get("echo", False) and body["max_tokens"] > 1:
             return self.generate(ids, body["max_tokens"])
+        if not body.get("echo", False):
+            return self.next_token(ids, body, fault)
         with torch.no_grad():
             logp = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
         values = [None] + [float(logp[i - 1, t]) for i, t in enumerate(ids) if i > 0]
@@ -117,10 +117,28 @@ class FakeVLLM:
         top = {f"token_id:{t}": float(logp[-1, t]) for t in (wanted or [])}
         top[f"token_id:{generated}"] = float(logp[-1].max())
         tokens, values, tops = tokens + [f"token_id:{generated}"], values + [float(logp[-1].max())], tops + [top]
+        if fault == "reorder":
+            tokens[5] = f"token_id:{ids[5] + 1}"
         logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops}
         if fault in MALFORMED:
             logprobs = MALFORMED[fault](logprobs)
         return {"choices": [{"index": 0, "text": "", "logprobs": logprobs}]}
+
+    def next_token(self, ids: list[int], body: dict, fault: str | None) -> dict:
+        """No echo (max_tokens 1): the generated token with the log-probs of logprob_token_ids, and
+        with return_token_ids the ids read (``prompt_token_ids``), as vLLM answers."""
+        with torch.no_grad():
+            logp = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
+        generated = int(logp.argmax())
+        wanted = body.get("logprob_token_ids") if self.token_ids_supported else None
+        top = {f"token_id:{t}": float(logp[t]) for t in (wanted or [])} | {f"token_id:{generated}": float(logp.max())}
+        logprobs = {"tokens": [f"token_id:{generated}"], "token_logprobs": [float(logp.max())], "top_logprobs": [top]}
+        if fault in MALFORMED:
+            logprobs = MALFORMED[fault](logprobs)
+        choice = {"index": 0, "text": "", "logprobs": logprobs}
+        if body.get("return_token_ids") and self.prompt_ids_returned:
+            choice["prompt_token_ids"] = ids[:5] + [ids[5] + 1] + ids[6:] if fault == "reorder" else ids
+        return {"choices": [choice]}
 
     def generate(self, ids: list[int], max_tokens: int) -> dict:
         """Greedy generation (vLLM with temperature 0): the new tokens only, as ``token_id:N``."""

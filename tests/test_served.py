@@ -189,3 +189,47 @@ def test_one_request_per_item_with_logprob_token_ids_and_a_fallback_without(serv
         server.token_ids_supported = True
     for a, b in zip(fast, slow, strict=True):
         assert a.correct == b.correct and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+def test_multi_token_candidates_are_scored_without_echo_and_equal_hf_records(served):
+    """prompts: with multi-token answers: no request echoes the prompt (one request per distinct
+    candidate prefix, logprob_token_ids), and every record equals hf:'s on the same weights."""
+    server, directory = served
+    kw = dict(step=4, samples=4, offsets=range(8))
+    probe = "prompts:examples/prompts.jsonl"
+    echoed, before = server.echoed, server.requests
+    remote = phasescope.sweep(f"openai:{server.url}#tiny", probe, options=options(directory), **kw).records
+    local = phasescope.sweep(f"hf:{directory}", probe, **kw).records
+    assert server.echoed == echoed
+    from transformers import AutoTokenizer
+
+    from phasescope.probes.prompts import PromptsProbe
+
+    tok = AutoTokenizer.from_pretrained(directory)
+    items = [
+        it
+        for g in PromptsProbe(probe[8:], tok, tok.bos_token_id, step=4).stream(list(kw["offsets"]), 4, None)
+        for it in g
+    ]
+    assert any(len(tokens) > 1 for it in items for tokens in it.candidates.values()), "no multi-token candidate"
+    prefixes = sum(len({tuple(t[:j]) for t in it.candidates.values() for j in range(len(t))}) for it in items)
+    assert (
+        server.requests - before
+        == prefixes
+        == len(remote)
+        + sum(len({tuple(t[:j]) for t in it.candidates.values() for j in range(1, len(t))}) for it in items)
+    )
+    for a, b in zip(remote, local, strict=True):
+        assert a.correct == b.correct and a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_a_server_without_return_token_ids_is_read_through_the_echo(served):
+    server, directory = served
+    server.prompt_ids_returned = False
+    try:
+        before, echoed = server.requests, server.echoed
+        records = phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, options=options(directory)).records
+        assert server.requests - before == 1 + 24 and server.echoed - echoed == 24  # tried once, then echo per item
+    finally:
+        server.prompt_ids_returned = True
+    assert len(records) == 24

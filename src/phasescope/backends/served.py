@@ -46,6 +46,11 @@ class FastPathUnavailable(Exception):
     """The server ignores ``logprob_token_ids``: fall back to one request per candidate."""
 
 
+class NoTokenIds(FastPathUnavailable):
+    """The server answers ``logprob_token_ids`` but not ``return_token_ids``: the echo is needed
+    to check the ids it read."""
+
+
 class ServedModel(Backend):
     timed_in_dry_run = False  # a dry run spends no request
 
@@ -57,13 +62,40 @@ class ServedModel(Backend):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(headers=headers, timeout=options.timeout)
         self.fast: bool | None = None  # logprob_token_ids: None untried, True works, False unsupported
+        self.no_echo: bool | None = None  # logprob_token_ids + return_token_ids: no prompt log-probs needed
 
     def cost(self, records: int, sequences: int, candidates: int) -> dict:
         """One request per item with logprob_token_ids (single-token candidates), else per candidate."""
         return {"requests": sequences, "requests_without_logprob_token_ids": candidates}
 
+    @property
+    def scoring_path(self) -> str:
+        """How the server is read, as found on the first batch (for the run's notes)."""
+        if self.no_echo:
+            return "no echo: logprob_token_ids at each candidate prefix, ids checked through return_token_ids"
+        if self.fast:
+            return "echo: logprob_token_ids in one echoed request per item (the server lacks return_token_ids)"
+        return "echo: one echoed request per candidate (the server lacks logprob_token_ids)"
+
     def score(self, items: list[ProbeItem]) -> list[dict]:
-        """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``)."""
+        """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``).
+
+        Tried in order on the first batch, the first that works is kept: no echo (the candidates'
+        log-probs at each distinct candidate prefix through ``logprob_token_ids``, the ids the
+        server read through ``return_token_ids``), then one echoed request per item
+        (single-token candidates), then one echoed request per candidate."""
+        if self.no_echo is not False:
+            try:
+                with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+                    results = list(pool.map(self._item_no_echo, items))
+                self.no_echo = True
+                return results
+            except FastPathUnavailable as missing:
+                if self.no_echo:
+                    raise InputError(f"{self.url}: the server stopped answering logprob_token_ids") from None
+                self.no_echo = False
+                if not isinstance(missing, NoTokenIds):
+                    self.fast = False  # no logprob_token_ids at all: the echoed single request cannot work either
         if self.fast is not False and all(len(c) == 1 for it in items for c in it.candidates.values()):
             try:
                 with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
@@ -101,6 +133,62 @@ class ServedModel(Backend):
         scores = {name: top[tokens[0]] for name, tokens in item.candidates.items()}
         greedy = ids[len(sent)] == item.candidates[item.target][0]
         return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+
+    def _item_no_echo(self, item: ProbeItem) -> dict:
+        """Every candidate teacher-forced without echo: one request per distinct candidate prefix
+        (the prompt alone for the first tokens), each asking the log-probs of the tokens that
+        follow it; the server's prefix cache serves the shared prompt."""
+        following: dict[tuple, set[int]] = {}
+        for tokens in item.candidates.values():
+            for j, token in enumerate(tokens):
+                following.setdefault(tuple(tokens[:j]), set()).add(token)
+        answers = {prefix: self._next(item, list(prefix), sorted(wanted)) for prefix, wanted in following.items()}
+        scores = {
+            name: float(sum(answers[tuple(tokens[:j])][1][t] for j, t in enumerate(tokens)))
+            for name, tokens in item.candidates.items()
+        }
+        target = item.candidates[item.target]
+        greedy = all(answers[tuple(target[:j])][0] == t for j, t in enumerate(target))
+        return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+
+    def _next(self, item: ProbeItem, extra: list[int], wanted: list[int]) -> tuple[int, dict[int, float]]:
+        """(greedy next token, {token: log-prob} of ``wanted``) after the prompt + ``extra``."""
+        sent = item.input_ids + extra
+        body = self._body(sent) | {"echo": False, "logprob_token_ids": wanted, "return_token_ids": True}
+        choice = self._choice(self._post(body, item), item)
+        read = choice.get("prompt_token_ids")
+        if read is None:
+            raise NoTokenIds
+        if read != sent:
+            common = min(len(read), len(sent))
+            first = next((i for i in range(common) if read[i] != sent[i]), common)
+            got = read[first] if first < len(read) else "nothing"
+            raise InputError(
+                f"{self.url}: the server read token {got} at position {first} where "
+                f"{sent[first] if first < len(sent) else 'nothing'} was sent (content {item.content_id}, offset "
+                f"{item.offset}): it re-tokenized the prompt, so positions would be wrong; serve the model so that it "
+                "accepts token ids"
+            )
+        logprobs = choice.get("logprobs")
+        if logprobs is None:
+            raise InputError(
+                f"{self.url}: the server returned no log-probs (content {item.content_id}, offset {item.offset}); "
+                "phasescope needs logprobs on /completions (vLLM: --max-logprobs >= 1)"
+            )
+        if not isinstance(logprobs, dict):
+            raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
+        lists = [logprobs.get(k) for k in ("tokens", "token_logprobs", "top_logprobs")]
+        if not all(isinstance(x, list) for x in lists):
+            raise self._malformed("tokens, token_logprobs and top_logprobs must be lists", item)
+        tokens, values, tops = lists
+        if not len(tokens) == len(values) == len(tops) == 1:
+            raise self._malformed(
+                f"{len(tokens)} tokens, {len(values)} log-probs and {len(tops)} top lists for one generated token", item
+            )
+        generated, top = self._token_id(tokens[0], item), self._top(tops[0], item)
+        if any(t not in top for t in wanted):
+            raise FastPathUnavailable
+        return generated, top
 
     def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
         sent = item.input_ids + tokens
