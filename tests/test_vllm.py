@@ -67,3 +67,20 @@ def test_the_study_code_probe_through_vllm_equals_hf(server, tmp_path):
     for a, b in zip(remote.records, local.records, strict=True):
         assert (a.phase, a.padding, a.correct) == (b.phase, b.padding, b.correct)
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+
+
+def test_vllm_is_read_without_echo(server):
+    """vLLM answers logprob_token_ids and return_token_ids: the prompt's log-probs are never asked for."""
+    from phasescope.backends import load_spec
+    from phasescope.backends.base import ScoringPlan
+    from phasescope.backends.tokenizers import load_tokenizer
+    from phasescope.probes import CompletionSpec, PaddingCompletionProbe
+
+    url, model = server
+    backend = load_spec(f"openai:{url}#{model}", BackendOptions(tokenizer=str(model)))
+    backend.prepare(ScoringPlan(4, 0, 4))
+    probe = PaddingCompletionProbe(load_tokenizer(str(model)), CompletionSpec(), step=4)
+    import numpy as np
+
+    backend.score(probe.items([0, 1], 1, np.random.default_rng(0)))
+    assert backend.no_echo is True and backend.scoring_path.startswith("no echo")
