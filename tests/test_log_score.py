@@ -119,3 +119,12 @@ def test_the_verdict_never_claims_more_than_the_test(changes, kind, words):
     v = verdict(_metrics(**changes))
     assert v["kind"] == kind and words in v["sentence"]
     assert "phase effect 9.0" not in v["sentence"]
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_the_ceiling_and_the_floor_get_their_own_advice(right):
+    """Every record right: a harder task; every record wrong: an easier one (never 'harder' at the floor)."""
+    r = ceiling_run(np.random.default_rng(0))
+    r.correct[:] = right
+    notes = " ".join(str(v) for v in analyze_arrays(r, 0, 99).values() if isinstance(v, str))
+    assert ("harder task" in notes) == right and ("easier task" in notes) == (not right)

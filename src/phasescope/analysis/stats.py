@@ -81,10 +81,14 @@ def per_phase(r: RecordArrays, fx: PhaseEffects) -> list[dict]:
 def _ceiling_note(r: RecordArrays) -> str | None:
     if r.correct.min() != r.correct.max():
         return None
-    word = "right" if r.correct[0] else "wrong"
+    if r.correct[0]:
+        return (
+            "every record is right: at this ceiling no phase effect could show; compare mean log p per phase, or "
+            "use a harder task (longer contexts, more pairs)"
+        )
     return (
-        f"every record is {word}: at this {'ceiling' if word == 'right' else 'floor'} no phase effect could show; "
-        "compare mean log p per phase, or use a harder task"
+        "every record is wrong: at this floor no phase effect could show; compare mean log p per phase, or use an "
+        "easier task (shorter contexts, fewer pairs) or a model that can do it"
     )
 
 
