@@ -95,13 +95,15 @@ def prepare_sweep(spec: SweepSpec, model=None, **inputs) -> Prepared:
     return Prepared(backend, _probe(spec, backend, geometry, inputs), geometry)
 
 
-def run_prepared(prepared: Prepared, spec: SweepSpec, run: RunOptions, command: str | None = None):
-    """Score the prepared sweep (``run_sweep``): resumable, with a progress bar when asked."""
+def run_prepared(prepared: Prepared, spec: SweepSpec, run: RunOptions, command: str | None = None, say=None):
+    """Score the prepared sweep (``run_sweep``): resumable, with a progress bar when asked;
+    ``say``: where to tell what a resumed run continues from (the command line prints it)."""
     from phasescope.analysis.design import design_check
     from phasescope.run.orchestrator import run_sweep
 
     spec = spec.with_offsets_for(prepared.geometry.step)
-    result = run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command or spec.command(run))
+    command = command or spec.command(run)
+    result = run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command, say or (lambda _: None))
     if result.plan is not None:  # the dry run also says whether these offsets can test the gap and the period
         result.plan["design"] = design_check(spec.offsets, prepared.geometry.step)
     return result

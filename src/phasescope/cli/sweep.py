@@ -7,6 +7,7 @@ import typer
 
 from phasescope.cli.app import command, console, fail, with_options
 from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
+from phasescope.rundir import RunDir
 from phasescope.specs import RunOptions, SweepSpec, sweep_settings
 
 MAX_OFFSETS = 1_000_000
@@ -321,6 +322,17 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             help="openai: retries (exponential backoff) after a 5xx or a dropped connection.",
         ),
     ),
+    "resume": (
+        bool,
+        typer.Option(
+            False,
+            "--resume",
+            metavar="",
+            rich_help_panel="Run",
+            help="Continue the run in --out (a rerun of the same command always does: this only makes a --out "
+            "that holds no run an error).",
+        ),
+    ),
     "api_key_env": (
         str,
         typer.Option(
@@ -339,10 +351,13 @@ def sweep(**given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     from phasescope.api import prepare_sweep, run_prepared
 
+    resume = given.pop("resume")
     spec, run = sweep_specs(given)
+    if resume and not given["dry_run"] and not (RunDir(run.out).spec.exists() or RunDir(run.out).records.exists()):
+        fail(f"--resume: {run.out} holds no sweep to resume; drop --resume to start one")
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
         prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
-    print_sweep(run_prepared(prepared, spec, run), run)
+    print_sweep(run_prepared(prepared, spec, run, say=lambda text: console.print(text, highlight=False)), run)
 
 
 def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:

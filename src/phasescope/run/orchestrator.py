@@ -80,7 +80,13 @@ def default_batch_size(longest: int) -> int:
 
 
 def run_sweep(
-    model: Backend, probe: Probe, spec: SweepSpec, run: RunOptions, geometry: Geometry, command: str = ""
+    model: Backend,
+    probe: Probe,
+    spec: SweepSpec,
+    run: RunOptions,
+    geometry: Geometry,
+    command: str = "",
+    say=lambda _: None,
 ) -> SweepResult:
     """Two passes over the probe's stream of contents: the first builds and checks every item
     (and keeps only their keys), the second builds them again from the same seed and scores a
@@ -113,6 +119,8 @@ def run_sweep(
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
             done = RunDir(out).open_for_sweep(saved, model.info.fingerprint, checks.keys, make_manifest)
         total = len(checks.keys)
+        if done and len(done) < total:
+            say(f"resuming {out}: {len(done):,} of {total:,} records were scored; scoring the rest")
         scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total)
     return SweepResult(out, sorted(done.values(), key=lambda r: r.key), scored, geometry=geometry)
 
