@@ -320,3 +320,12 @@ def test_the_figures_of_an_analysed_run_draw_without_warnings(analysed, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [*FIGURES, *(name.replace(".png", ".svg") for name in FIGURES)]
     )
+
+
+@pytest.mark.parametrize("acc", [(1.0, 0.99, 1.0, 0.98), (0.0, 0.01, 0.0, 0.02), (0.05, 0.5, 0.9, 0.97)])
+def test_no_accuracy_tick_lies_outside_0_1(drawn, tmp_path, acc):
+    """The margin that keeps a bar at 0 or 1 off the frame is never labelled as accuracy 1.02 or -0.02."""
+    figures.phase_accuracy(hand_metrics(acc=acc), tmp_path / "phase_accuracy.png")
+    ax = drawn[0].axes[0]
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert ticks and all(0 <= t <= 1 for t in ticks), ticks

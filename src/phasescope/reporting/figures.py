@@ -251,6 +251,7 @@ def _fit_unit_axis(ax, low: float, high: float) -> None:
     pad = max(0.15 * (high - low), 0.02)
     bottom, top = max(low - pad, -0.02), min(high + pad, 1.02)  # a bar or cap at 0 or 1 stays off the frame
     ax.set_ylim(bottom, top)
+    ax.yaxis.set_major_locator(UnitTicks())  # the margin never shows as accuracy 1.02 or -0.02
     shown = max(bottom, 0.0), min(top, 1.0)
     if shown == (0.0, 1.0):
         return
@@ -263,6 +264,14 @@ def _fit_unit_axis(ax, low: float, high: float) -> None:
     strip.yaxis.tick_right()
     strip.yaxis.set_label_position("right")
     strip.set_ylabel("shown part of 0–1", fontsize=7)
+
+
+class UnitTicks(MaxNLocator):
+    """Ticks of an accuracy axis: matplotlib's choice, without any outside 0-1."""
+
+    def tick_values(self, vmin, vmax):
+        ticks = super().tick_values(vmin, vmax)
+        return ticks[(ticks >= -1e-9) & (ticks <= 1 + 1e-9)]
 
 
 def _legend(ax, handles: list) -> None:
