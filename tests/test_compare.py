@@ -159,3 +159,13 @@ def test_cli_prints_the_table_and_refuses_bad_labels(runs, tmp_path):
     assert "error:" in result.output and "1 labels for 2 runs" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["compare", "--help"], env={"COLUMNS": "200"})
     assert "--label" in result.output and "meant for two or more" in result.output
+
+
+def test_pages_open_with_the_verdicts_and_fit_a_narrow_screen(runs, tmp_path):
+    """report.html and compare.html: a viewport, tables that scroll, figures that scale, commands
+    that wrap; compare.html says each run's verdict before anything else; no Python None on a page."""
+    text = phasescope.compare(runs[:2], tmp_path / "cmp", labels=["four", "two"]).read_text()
+    assert '<meta name="viewport"' in text and "white-space:pre-wrap" in text and "img{max-width:100%" in text
+    assert text.index('class="verdict"><b>four:</b>') < text.index("<h2>Runs</h2>")
+    report = phasescope.report(runs[0]).read_text()
+    assert '<meta name="viewport"' in report and "None" not in report.split("<h2>Spec</h2>")[0]

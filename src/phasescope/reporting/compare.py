@@ -17,7 +17,7 @@ from pathlib import Path
 from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import gap_forest, offset_overlay
-from phasescope.reporting.text import interval, number
+from phasescope.reporting.text import interval, number, page_head
 from phasescope.rundir import RunDir
 from phasescope.runfiles import atomic_write_text, read_json
 
@@ -247,13 +247,12 @@ def _page(runs: list[ComparedRun], images: list[tuple[str, str]], out: Path) -> 
         + [arg for run in runs for arg in ("--label", run.label)]
         + ["--out", str(out)]
     )
-    labels = html.escape(", ".join(run.label for run in runs))
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>phasescope compare: {labels}</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}figure{{display:inline-block;margin:4px}}
-pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}</style></head><body>
-<h1>phasescope compare</h1><h2>Runs</h2>{_runs_list(runs)}
+    verdicts = "".join(
+        f'<p class="verdict"><b>{html.escape(run.label)}:</b> {html.escape(run.metrics.verdict.sentence or "")}</p>'
+        for run in runs
+    )
+    return f"""{page_head(f"phasescope compare: {', '.join(run.label for run in runs)}")}
+<h1>phasescope compare</h1>{verdicts}<h2>Runs</h2>{_runs_list(runs)}
 <h2>Per-phase accuracy and phase statistics</h2>{_table(runs)}
 {f"<h2>Notes</h2><ul>{notes}</ul>" if notes else ""}
 <h2>Figures</h2>{figures}

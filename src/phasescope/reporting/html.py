@@ -16,6 +16,7 @@ from phasescope.reporting.text import (
     gap_line,
     interval,
     number,
+    page_head,
     period_line,
     phase_margins,
     probability_line,
@@ -87,7 +88,8 @@ def _summary(metrics: Metrics) -> str:
         f"({metrics.n_contents} contents x {len(metrics.offsets)} offsets)",
         gap_line(metrics),
         period_line(metrics),
-        f"model: {metrics.model} (trend degree {metrics.trend_degree})",
+        f"model: {metrics.model}"
+        + (f" (drift over offsets fitted as a degree-{metrics.trend_degree} curve)" if metrics.trend_degree else ""),
     ]
     lines += [line for line in (dependence_line(metrics), window_line(metrics)) if line]
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
@@ -98,12 +100,7 @@ def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str
     manifest_path = RunDir(run_dir).manifest
     command = read_json(manifest_path, "sweep manifest").get("command") if manifest_path.exists() else None
     reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>phasescope report: {html.escape(str(run_dir))}</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}figure{{display:inline-block;margin:4px}}
-pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}
-.verdict{{font-size:1.15em;background:#f3f6fb;border-left:4px solid #4a6fa5;padding:8px 12px}}</style></head><body>
+    return f"""{page_head(f"phasescope report: {run_dir}")}
 <h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics.step}</p>
 {_verdict(metrics)}
 {_summary(metrics)}

@@ -140,3 +140,24 @@ def duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+PAGE_STYLE = (  # report.html and compare.html: readable from 400 px (tables scroll, figures scale, commands wrap)
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 8px}"
+    "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "figure{display:inline-block;margin:4px;max-width:100%}"
+    "img{max-width:100%;height:auto}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".verdict{font-size:1.15em;background:#f3f6fb;border-left:4px solid #4a6fa5;padding:8px 12px}"
+)
+
+
+def page_head(title: str) -> str:
+    """The opening of a self-contained page: charset, viewport, title (escaped), the shared style."""
+    import html
+
+    return (
+        '<!doctype html>\n<html><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{PAGE_STYLE}</style></head><body>"
+    )
