@@ -161,3 +161,20 @@ def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen, tmp_path):
     assert 4000 <= longest <= 4096
     bad = runner.invoke(app, [*args, "--probe", "prompts:nowhere.jsonl", "--out", str(tmp_path / "y")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
+
+
+def test_a_callable_with_a_tokenizer_named_by_a_string_uses_it():
+    """``tokenizer="qwen3"`` (or a directory) beside a bare callable is loaded, not ignored."""
+    import torch
+
+    from phasescope.backends.tokenizers import named_tokenizer
+
+    vocab = len(named_tokenizer("qwen3"))
+
+    def uniform(ids):
+        return torch.zeros(ids.shape[0], ids.shape[1], vocab)
+
+    result = phasescope.sweep(
+        uniform, "prompts:examples/prompts.jsonl", tokenizer="qwen3", step=4, samples=2, offsets=range(8), local=0
+    )
+    assert len(result.records) == 16

@@ -133,6 +133,10 @@ def _probe(spec: SweepSpec, backend, geometry, inputs: dict):
 
     info = backend.info
     tokenizer = inputs["tokenizer"] or info.tokenizer
+    if tokenizer is None and spec.backend.tokenizer:  # a callable brings none: the one named (a directory or name)
+        from phasescope.backends.base import load_tokenizer
+
+        tokenizer = load_tokenizer(spec.backend.tokenizer)
     bos_id = info.bos_id if info.bos_id is not None else getattr(tokenizer, "bos_token_id", None)
     task = inputs["task"] or (RetrievalTask.from_dict(info.task) if info.task else None)
     ctx = ProbeContext(
