@@ -345,7 +345,17 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
 }
 
 
-@command()
+SWEEP_EXAMPLES = (
+    "Examples: the shipped tiny model: phasescope sweep --model "
+    "src/phasescope/assets/demo/tiny-s4 --out runs/tiny  ·  a local DeepSeek-V4 checkpoint, its real "
+    "tokenizer: phasescope sweep --model hf:/models/dsv4 --probe kv-retrieval --out runs/dsv4 --dry-run  ·  "
+    "your prompts on a vLLM server: phasescope sweep --model openai:http://localhost:8000/v1#my-model "
+    "--tokenizer /models/my-model --step 4 --probe prompts:my.jsonl --out runs/served  ·  then: phasescope "
+    "analyze RUN; phasescope report RUN"
+)
+
+
+@command(epilog=SWEEP_EXAMPLES)
 @with_options(SWEEP_OPTIONS)
 def sweep(**given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
