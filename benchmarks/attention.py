@@ -152,7 +152,7 @@ def main() -> None:
         print(
             f"T={n:>6}  {full_s:14.3f} {comp_s:7.3f} {comp_s / full_s:5.2f}x"
             f" {full_core:17.3f} {comp_core:7.3f} {comp_core / full_core:5.2f}x"
-            f" {full_kib / 1024:15.0f} {comp_kib / 1024:5.0f} {comp_kib / full_kib:5.2f}x"
+            f" {full_kib / 1024:15.0f} {comp_kib / 1024:5.0f} {comp_kib / max(full_kib, 1):5.2f}x"
         )
         rows["prefill"].append(
             dict(

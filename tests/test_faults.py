@@ -236,10 +236,19 @@ def test_probe_file_with_the_wrong_probe_is_refused(tmp_path, model_dir):
     refused(result, "--probe-file is for --probe padding-completion")
 
 
-def test_a_missing_manifest_is_recreated(swept, model_dir):
+def test_a_missing_manifest_is_recreated_only_when_no_record_needs_it(swept, model_dir, tmp_path):
+    """Records without the manifest that names their weights are refused (resuming could mix two
+    models); --adopt-records vouches for them and writes a new manifest; a run without records just
+    gets one."""
     (swept / "manifest.json").unlink()
-    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST).exit_code == 0
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST), "no manifest.json", "--adopt-records")
+    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), "--adopt-records", *FAST).exit_code == 0
     assert json.loads((swept / "manifest.json").read_text())["model_fingerprint"].startswith("sha256:")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(swept / "spec.json", fresh / "spec.json")  # a run stopped before its first record
+    assert cli("sweep", "--model", str(model_dir), "--out", str(fresh), *FAST).exit_code == 0
+    assert (fresh / "manifest.json").exists()
 
 
 # 10. a trained model is never overwritten
@@ -636,10 +645,10 @@ def test_a_damaged_manifest_is_explained_without_advising_to_delete_records(swep
     records = (swept / "records.jsonl").read_text()
     (swept / "manifest.json").write_text('{"model_fingerprint": "sha')
     result = cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST)
-    refused(result, "not valid JSON", "records are kept", "move manifest.json aside")
+    refused(result, "not valid JSON", "records are kept", "move manifest.json aside", "--adopt-records")
     assert f"delete {swept}" not in result.output
     (swept / "manifest.json").rename(swept / "manifest.json.damaged")  # as the message says
-    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), *FAST).exit_code == 0
+    assert cli("sweep", "--model", str(model_dir), "--out", str(swept), "--adopt-records", *FAST).exit_code == 0
     assert (swept / "records.jsonl").read_text() == records  # nothing rescored, nothing lost
 
 

@@ -102,7 +102,8 @@ def as_records(items, where=lambda i: f"record {i}") -> list[Record]:
 
 
 def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An integer JSON and numpy carry exactly (|value| < 2^53): larger ones are not positions or offsets."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53
 
 
 def _is_number(value) -> bool:
@@ -186,6 +187,8 @@ def read_records(path: Path) -> RecordFile:
     path = Path(path)
     if not path.exists():
         return RecordFile([], False)
+    if not path.is_file():  # a FIFO would block, /dev/zero would fill memory
+        raise InputError(f"{path} is not a regular file; records.jsonl must be the file a sweep wrote")
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -208,9 +211,10 @@ def read_records(path: Path) -> RecordFile:
             raise InputError(f"{path} line {number} is empty; delete it (a sweep never writes empty lines)")
         try:
             data = json.loads(line)
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, RecursionError) as err:
+            why = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
             raise InputError(
-                f"{path} line {number} is not valid JSON ({err.msg}); the file was edited or damaged: fix or delete "
+                f"{path} line {number} is not valid JSON ({why}); the file was edited or damaged: fix or delete "
                 "that line (rerunning the sweep rescores deleted records)"
             ) from None
         records.append(Record.from_json(data, f"{path} line {number}"))

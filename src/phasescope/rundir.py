@@ -64,7 +64,7 @@ class RunDir:
         with self.records.open("a") as f:
             f.write(lines)
 
-    def open_for_sweep(self, spec: dict, fingerprint: str, planned: set, make_manifest) -> dict:
+    def open_for_sweep(self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False) -> dict:
         """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
         same model (weights fingerprint; the path it was reached by does not matter); the manifest
         (a git call) is built only when it is missing."""
@@ -104,6 +104,13 @@ class RunDir:
         else:
             atomic_write_text(spec_path, json.dumps(spec, indent=2))
         if not manifest_path.exists():
+            if fingerprint and self.records.exists() and self.records.stat().st_size and not adopt:
+                raise ProbeError(
+                    f"{out} holds records but no {MANIFEST}, which holds the fingerprint of the weights that scored "
+                    "them: they cannot be checked to come from this model, and resuming could mix two models' "
+                    f"records. Restore {MANIFEST}, or, if the records do come from this --model, rerun with "
+                    "--adopt-records (it writes a new manifest for them)"
+                )
             atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
         found = read_records(self.records)
         for number, record in enumerate(found.records, start=1):
@@ -124,7 +131,8 @@ class RunDir:
             return
         repair = (
             f"its records are kept: if they come from this --model, move {manifest_path.name} aside (e.g. to "
-            f"{manifest_path.name}.damaged) and rerun: it is rebuilt from this model and every record is kept"
+            f"{manifest_path.name}.damaged) and rerun with --adopt-records: it is rebuilt from this model and every "
+            "record is kept"
         )
         saved = read_json(manifest_path, "sweep manifest", repair).get("model_fingerprint") or ""
         if not saved and fingerprint and self.records.exists():

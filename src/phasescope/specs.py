@@ -209,6 +209,7 @@ class RunOptions:
     progress: bool = False
     dry_run: bool = False
     prefix_reuse: bool = True
+    adopt_records: bool = False  # a --out whose manifest.json was lost: vouch that its records come from this model
 
     def __post_init__(self) -> None:
         # checked on the text: Path("") is ".", the current directory, where records must never land by accident

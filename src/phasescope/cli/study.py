@@ -58,9 +58,9 @@ def theory(
     starts: int = typer.Option(
         32, min=1, help="Random near-uniform initialisations per setting (memory grows with (starts x step)^2)."
     ),
-    seed: int = typer.Option(0, help="Seed of the initialisations."),
-    capacity: float = typer.Option(16.0, min=0.01, help="Entry dimension d (tiny models: head dim 16)."),
-    noise: float = typer.Option(0.25, min=0.0, help="Noise variance in the entry, per unit token norm."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the initialisations."),
+    capacity: float = typer.Option(16.0, min=0.01, max=1e6, help="Entry dimension d (tiny models: head dim 16)."),
+    noise: float = typer.Option(0.25, min=0.0, max=1e6, help="Noise variance in the entry, per unit token norm."),
     out: str = typer.Option(
         None,
         help="Directory for theory.json and theory_*.png figures (default: print only); a sweep run dir puts "
@@ -124,7 +124,7 @@ def preferences(
         None, "--run", help="A sweep run directory: compare its per-phase accuracy (analyzed first if needed)."
     ),
     rows: int = typer.Option(64, min=1, help="Rows of the model's own task to run."),
-    seed: int = typer.Option(0, help="Seed of the task rows and the bootstrap."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the task rows and the bootstrap."),
 ) -> None:
     """Learned position preferences: pooling weight per window slot, layer and KV head (docs/preferences.md)."""
 

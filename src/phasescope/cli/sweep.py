@@ -307,6 +307,7 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
         typer.Option(
             120.0,
             min=0.1,
+            max=86400,
             metavar="SECONDS",
             rich_help_panel="Served model (openai:)",
             help="openai: seconds to wait for one request.",
@@ -317,9 +318,21 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
         typer.Option(
             4,
             min=0,
+            max=100,
             metavar="N",
             rich_help_panel="Served model (openai:)",
             help="openai: retries (exponential backoff) after a 5xx or a dropped connection.",
+        ),
+    ),
+    "adopt_records": (
+        bool,
+        typer.Option(
+            False,
+            "--adopt-records",
+            metavar="",
+            rich_help_panel="Run",
+            help="--out holds records but lost its manifest.json: vouch that they come from this --model and write "
+            "a new manifest (without it such a run is refused: its records cannot be checked).",
         ),
     ),
     "resume": (

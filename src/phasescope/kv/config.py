@@ -133,12 +133,19 @@ class CompressionConfig:
         return build(cls, data, "compression config")
 
 
-def entry_ends(start: int, stop: int, step: int, align: int) -> torch.Tensor:
-    """Positions e in [start, stop) where an entry completes (e ≡ align-1 mod step)."""
+def entry_range(start: int, stop: int, step: int, align: int) -> range:
+    """Positions e in [start, stop) where an entry completes (e ≡ align-1 mod step), as a range
+    (its length is the count, without holding the positions)."""
     first_end = (align - 1) % step
     lo = max(start, first_end)
     first = lo + (first_end - lo) % step
-    return torch.arange(first, max(first, stop), step, dtype=torch.long)
+    return range(first, max(first, stop), step)
+
+
+def entry_ends(start: int, stop: int, step: int, align: int) -> torch.Tensor:
+    """Positions e in [start, stop) where an entry completes (e ≡ align-1 mod step)."""
+    ends = entry_range(start, stop, step, align)
+    return torch.arange(ends.start, ends.stop, ends.step, dtype=torch.long)
 
 
 def head_entry_ends(cfg: CompressionConfig, start: int, stop: int, n_kv_heads: int) -> torch.Tensor:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from phasescope.kv.config import CompressionConfig, entry_ends
+from phasescope.kv.config import CompressionConfig, entry_range
 from phasescope.kv.poolers import POOLERS
 from phasescope.model.config import ModelConfig
 
@@ -26,7 +26,7 @@ def layer_cache_bytes(scheme: CompressionConfig, cfg: ModelConfig, n_tokens: int
     if scheme.kind == "sliding":
         return raw
     n_entries = max(
-        len(entry_ends(0, n_tokens, scheme.step, scheme.head_align(h, cfg.n_kv_heads))) for h in range(cfg.n_kv_heads)
+        len(entry_range(0, n_tokens, scheme.step, scheme.head_align(h, cfg.n_kv_heads))) for h in range(cfg.n_kv_heads)
     )
     pooler = POOLERS[scheme.pooler](scheme, cfg.d_model, cfg.n_kv_heads, cfg.head_dim)
     pending = min(n_tokens, scheme.window - 1) * cfg.n_kv_heads * pooler.feature_dim() * itemsize

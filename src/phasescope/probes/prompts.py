@@ -61,8 +61,14 @@ def read_prompts(path: str | Path) -> list[dict]:
             continue
         try:
             data = json.loads(line)
+            json.dumps(data, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\\ud800) is not text
         except json.JSONDecodeError as err:
             raise ProbeError(f"{path} line {number} is not JSON ({err.msg}); one object per line") from None
+        except UnicodeEncodeError:
+            raise ProbeError(
+                f"{path} line {number} holds an escape that is not a character (a lone surrogate such as \\ud800); "
+                "write the text itself"
+            ) from None
         rows.append(_row(data, f"{path} line {number}"))
     if not rows:
         raise ProbeError(f"{path} holds no prompts; one JSON object per line, see `phasescope sweep --help`")

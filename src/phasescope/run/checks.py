@@ -52,6 +52,13 @@ class SweepChecks:
         for item in items:
             self.seen[(item.anchor_pos - self.align) % self.step].add(item.offset)
             self.keys.add(item_key(item))
+            empty = [name for name, tokens in item.candidates.items() if not tokens]
+            if empty or not item.input_ids:
+                what = f"candidate {empty[0]!r}" if empty else "its prompt"
+                raise ProbeError(
+                    f"content {item.content_id!r}: {what} tokenizes to no tokens with this tokenizer, so there is "
+                    "nothing to score; write it with characters the tokenizer keeps (e.g. a word, not only spaces)"
+                )
             lengths = [len(c) for c in item.candidates.values()]
             self.single = self.single and max(lengths) == 1
             self.longest = max(self.longest, len(item.input_ids) + max(lengths))

@@ -117,7 +117,8 @@ def run_sweep(
         done = {}
         if out is not None:
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
-            done = RunDir(out).open_for_sweep(saved, model.info.fingerprint, checks.keys, make_manifest)
+            opened = RunDir(out)
+            done = opened.open_for_sweep(saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records)
         total = len(checks.keys)
         if done and len(done) < total:
             say(f"resuming {out}: {len(done):,} of {total:,} records were scored; scoring the rest")

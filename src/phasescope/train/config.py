@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from dataclasses import dataclass, field, fields, replace
 
@@ -76,6 +77,8 @@ class TrainConfig:
             self.warm_start_steps,
             f"< steps ({self.steps})",
         )
+        need(self.seed < 2**63, "seed", self.seed, "< 2^63")
+        need(self.threads <= 4 * (os.cpu_count() or 1), "threads", self.threads, f"<= {4 * (os.cpu_count() or 1)} here")
         need(NAME.fullmatch(self.name) is not None, "name", self.name, "letters, digits, '.', '_', '-' (no path)")
         for name in ("lr", "min_lr_ratio", "weight_decay", "grad_clip"):
             need(is_finite_number(getattr(self, name)), name, getattr(self, name), "a finite number")
