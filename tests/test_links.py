@@ -114,3 +114,24 @@ def test_records_of_another_step_than_the_spec_are_refused(swept):
         record["step"] = 8
     (swept / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     refused(cli("analyze", str(swept)), "step 8", "step 4")
+
+
+@pytest.mark.parametrize("command, folder", [("report", "figures"), ("export", "export")])
+def test_a_linked_subfolder_of_a_run_cannot_redirect_its_files(swept, tmp_path, command, folder):
+    """RUN/figures or RUN/export as a link to another directory is refused, and nothing lands there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (swept / folder).symlink_to(elsewhere)
+    refused(cli(command, str(swept)), "symbolic link")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_lm_eval_export_never_overwrites_a_file_it_did_not_write(tmp_path):
+    from phasescope.errors import InputError
+    from phasescope.export import export
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    with pytest.raises(InputError, match="not a phasescope lm-eval export"):
+        export(tmp_path / "run", "lm-eval", precious)
+    assert precious.read_text() == "keep me"

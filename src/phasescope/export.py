@@ -27,7 +27,7 @@ from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.recordfile import Record, read_records
 from phasescope.rundir import RunDir
-from phasescope.runfiles import atomic_write_bytes, atomic_write_text, read_json
+from phasescope.runfiles import atomic_write_bytes, atomic_write_text, read_json, refuse_link
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
 
@@ -132,12 +132,15 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
         raise InputError(f"--format {fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")
     if fmt == "lm-eval":
         path = Path(out) if out else Path(run_dir) / "lm_eval_results.json"
+        if out and path.exists() and not _our_lm_eval_file(path):
+            raise InputError(f"--out {path} exists and is not a phasescope lm-eval export; choose a new file")
         _, records, metrics = _run(run_dir)
         spec = read_json(RunDir(run_dir).spec, "sweep spec")
         atomic_write_text(path, json.dumps(lm_eval_results(records, metrics, spec), indent=2, allow_nan=False))
         return [path]
     tables = load_run(run_dir)
     folder = Path(out) if out else Path(run_dir) / "export"
+    refuse_link(folder)  # a run directory from someone else must not send the tables elsewhere
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, frame in tables.items():
@@ -207,3 +210,13 @@ def _stderr(values: list[float]) -> float | None:
         return None
     mean = sum(values) / len(values)
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+
+
+def _our_lm_eval_file(path: Path) -> bool:
+    """Whether ``path`` is an lm-eval results file this function wrote (so it may be replaced)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "phase_results" in data
+

@@ -39,7 +39,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from phasescope.metricsfile import Metrics  # noqa: E402
 from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
-from phasescope.runfiles import atomic_write_bytes  # noqa: E402
+from phasescope.runfiles import atomic_write_bytes, refuse_link  # noqa: E402
 
 WORST = "tab:red"
 OTHER = "tab:blue"
@@ -388,6 +388,7 @@ def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: P
 def _save(fig, path: Path, dpi: int = 110) -> None:
     """PNG for the pages, SVG beside it (same stem) for print and zoom; both cropped to what is
     drawn (bbox_inches="tight") so labels, legends and captions outside the axes are never cut."""
+    refuse_link(path.parent)  # RUN/figures as a link would send the figures elsewhere
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     save_atomic(fig, path, dpi=dpi, bbox_inches="tight")
