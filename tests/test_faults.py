@@ -684,3 +684,15 @@ def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(swept, monke
     after = {p.relative_to(swept) for p in swept.rglob("*") if p.is_file()}
     assert not [p for p in after if p.name.endswith(".tmp")]
     assert all(p.stat().st_size > 0 for p in swept.rglob("*") if p.is_file() and p.relative_to(swept) not in before)
+
+
+def test_phasescope_json_cannot_contradict_the_compression_the_config_runs(tmp_path):
+    """A DeepSeek-V4 export whose phasescope.json says step 8 while config.json computes step 4 is
+    refused naming both, instead of counting phases mod 8."""
+    model = tmp_path / "m"
+    shutil.copytree(ASSETS / "deepseek-v4-tiny", model)
+    meta = json.loads((model / "phasescope.json").read_text())
+    meta["compression"] = {**meta.get("compression", {}), "step": 8}
+    (model / "phasescope.json").write_text(json.dumps(meta))
+    result = cli("sweep", "--model", f"hf:{model}", "--out", str(tmp_path / "r"), "--dry-run", *FAST)
+    refused(result, "disagree on the compression", "step 8 in phasescope.json, 4 in config.json")

@@ -219,4 +219,3 @@ def _our_lm_eval_file(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and "phase_results" in data
-

@@ -128,6 +128,14 @@ def _declared_geometry(path: Path, config, scheme, compress: str) -> ModelGeomet
     meta = _metadata(path).get("compression")
     if meta is not None and not isinstance(meta, dict):
         raise InputError(f"{path / 'phasescope.json'}: compression must be an object, got {meta!r}")
+    if meta and own:  # phasescope.json restates the config's compression: it may add, never contradict
+        clash = [k for k in ("step", "window", "align", "local") if k in meta and own.get(k) not in (None, meta[k])]
+        if clash:
+            said = ", ".join(f"{k} {meta[k]} in phasescope.json, {own[k]} in config.json" for k in clash)
+            raise InputError(
+                f"hf:{path}: phasescope.json and config.json disagree on the compression ({said}); the model "
+                "computes with config.json's: fix or delete phasescope.json's compression"
+            )
     geometry, source = (meta, "phasescope.json") if meta else (own, "config.json")
     if not geometry:
         return ModelGeometry()
