@@ -53,11 +53,16 @@ class ModelConfig:
         return len(self.layers)
 
     def approx_parameters(self) -> int:
-        """Parameters of the decoder, to within the small pooler and norm weights."""
+        """Parameters of the decoder, poolers included (up to a window x KV heads x head dim each)."""
         attention = self.d_model * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
         per_layer = attention + 3 * self.d_model * self.d_ff
         embeddings = self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
-        return self.n_layers * per_layer + embeddings
+        poolers = sum(
+            getattr(layer, "window", 0) * self.n_kv_heads * (self.head_dim + 1)
+            for layer in self.layers
+            if getattr(layer, "compressed", False)
+        )
+        return self.n_layers * per_layer + embeddings + poolers
 
     def to_dict(self) -> dict:
         data = asdict(self)
