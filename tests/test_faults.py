@@ -696,3 +696,19 @@ def test_phasescope_json_cannot_contradict_the_compression_the_config_runs(tmp_p
     (model / "phasescope.json").write_text(json.dumps(meta))
     result = cli("sweep", "--model", f"hf:{model}", "--out", str(tmp_path / "r"), "--dry-run", *FAST)
     refused(result, "disagree on the compression", "step 8 in phasescope.json, 4 in config.json")
+
+
+def test_a_broken_latest_points_at_the_intact_checkpoints(tmp_path):
+    out = tmp_path / "t"
+    assert train(out, "--stop-after", "4").exit_code == 0
+    (out / "checkpoints" / "LATEST").write_text("")
+    refused(train(out, "--resume"), "names nothing", "write the newest intact checkpoint's name (step-4)")
+    (out / "checkpoints" / "LATEST").write_text("step-4")
+    state = out / "checkpoints" / "step-4" / "state.json"
+    state.write_text(json.dumps(json.loads(state.read_text()) | {"compressed": "yes"}))
+    refused(train(out, "--resume"), "compressed is 'yes', not true or false")
+
+
+def test_an_ensemble_pad_id_without_the_ensemble_is_refused(model_dir, tmp_path):
+    result = cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--ensemble-pad-id", "3", *FAST)
+    refused(result, "--ensemble-pad-id", "add --phase-ensemble")

@@ -118,5 +118,14 @@ def latest_checkpoint(out: Path) -> Path | None:
     name = marker.read_text().strip()
     path = out / "checkpoints" / name
     if not re.fullmatch(r"step-\d+", name) or not path.is_dir():
-        raise CheckpointError(f"{marker} points to {path.name}, which does not exist; delete {marker} to restart")
+        intact = sorted(
+            (p.name for p in (out / "checkpoints").iterdir() if p.is_dir() and re.fullmatch(r"step-\d+", p.name)),
+            key=lambda n: int(n.split("-")[1]),
+        )
+        fix = (
+            f"write the newest intact checkpoint's name ({intact[-1]}) into it to resume from there"
+            if intact
+            else f"delete {marker}: no checkpoint is left, so training starts again at step 0"
+        )
+        raise CheckpointError(f"{marker} names {repr(name) if name else 'nothing'}, which is not a checkpoint here; {fix}")
     return path

@@ -145,6 +145,10 @@ class Remedies:
     phase_ensemble: bool = False
     ensemble_pad_id: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.ensemble_pad_id is not None and not self.phase_ensemble:
+            raise InputError("--ensemble-pad-id is the phase ensemble's pad token: add --phase-ensemble, or drop it")
+
     def argv(self) -> list[str]:
         args = ["--phase-ensemble"] if self.phase_ensemble else []
         return args + _flag("ensemble_pad_id", self.ensemble_pad_id)

@@ -229,7 +229,10 @@ def train(
         )
         compressed = state.get("compressed")  # a checkpoint at the switch step is pre-switch
         if not isinstance(compressed, bool):
-            raise CheckpointError(f"{checkpoint / 'state.json'} lacks compressed; delete {checkpoint} and --resume")
+            raise CheckpointError(
+                f"{checkpoint / 'state.json'}: compressed is {compressed!r}, not true or false (the file was edited or "
+                f"damaged); delete {checkpoint} to resume from an earlier checkpoint"
+            )
         start = checked_step(checkpoint, state, cfg.steps)
     if resume:
         say(_resume_note(out, cfg, checkpoint, start))
