@@ -93,8 +93,8 @@ def main() -> None:
     if "full" in ok and "compressed" in ok:
         full, comp = ok["full"], ok["compressed"]
         print(
-            f"\ncompressed / full: time {comp['seconds'] / full['seconds']:.2f}x,"
-            f" peak memory {comp['peak_kib'] / full['peak_kib']:.2f}x"
+            f"\ncompressed / full: time {comp['seconds'] / max(full['seconds'], 1e-9):.2f}x,"
+            f" peak memory {comp['peak_kib'] / max(full['peak_kib'], 1):.2f}x"
         )
     if args.json:
         path = Path(args.json)

@@ -127,5 +127,7 @@ def latest_checkpoint(out: Path) -> Path | None:
             if intact
             else f"delete {marker}: no checkpoint is left, so training starts again at step 0"
         )
-        raise CheckpointError(f"{marker} names {repr(name) if name else 'nothing'}, which is not a checkpoint here; {fix}")
+        raise CheckpointError(
+            f"{marker} names {repr(name) if name else 'nothing'}, which is not a checkpoint here; {fix}"
+        )
     return path

@@ -214,6 +214,7 @@ class RunOptions:
     dry_run: bool = False
     prefix_reuse: bool = True
     adopt_records: bool = False  # a --out whose manifest.json was lost: vouch that its records come from this model
+    resume: bool = False  # a rerun always resumes; with resume, an --out holding no sweep is an error
 
     def __post_init__(self) -> None:
         # checked on the text: Path("") is ".", the current directory, where records must never land by accident

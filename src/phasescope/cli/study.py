@@ -59,8 +59,8 @@ def theory(
         32, min=1, help="Random near-uniform initialisations per setting (memory grows with (starts x step)^2)."
     ),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the initialisations."),
-    capacity: float = typer.Option(16.0, min=0.01, max=1e6, help="Entry dimension d (tiny models: head dim 16)."),
-    noise: float = typer.Option(0.25, min=0.0, max=1e6, help="Noise variance in the entry, per unit token norm."),
+    capacity: float = typer.Option(16.0, min=0.01, help="Entry dimension d (tiny models: head dim 16; at most 1e6)."),
+    noise: float = typer.Option(0.25, min=0.0, help="Noise variance in the entry, per unit token norm (at most 1e6)."),
     out: str = typer.Option(
         None,
         help="Directory for theory.json and theory_*.png figures (default: print only); a sweep run dir puts "
@@ -72,8 +72,10 @@ def theory(
     import time
 
     for name, value in (("--noise", noise), ("--capacity", capacity)):
-        if not math.isfinite(value):
-            raise InputError(f"{name} {value} is invalid; allowed: a finite number (the model's numbers would be NaN)")
+        if not math.isfinite(value) or value > 1e6:
+            raise InputError(
+                f"{name} {value} is invalid; allowed: a finite number up to 1e6 (beyond it the flow's numbers overflow)"
+            )
 
     from phasescope.limits import refuse_beyond_memory
     from phasescope.theory import run_theory
@@ -133,18 +135,13 @@ def preferences(
         format_table,
         load_for_preferences,
         model_preferences,
-        model_task,
         task_rows,
     )
-    from phasescope.limits import refuse_beyond_memory
-    from phasescope.metricsfile import phase_accuracy_file
-    from phasescope.results import check_sweep_run_dir, current_metrics
+    from phasescope.results import check_sweep_run_dir
 
     if run and not RunDir(run).metrics.is_file():
         check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
-    seq_len = model_task(model).seq_len
-    # per row: its tokens, and the bootstrap's 1000 resamples of its slot weights (window <= 16)
-    refuse_beyond_memory("--rows", rows, lambda n: n * (8 * seq_len + 8 * 1000 * 17))
+    _refuse_rows_beyond_memory(model, rows)
     prefs = model_preferences(load_for_preferences(model), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
         raise InputError(f"{model} has no compressed layer: no position preferences to report")
@@ -155,12 +152,7 @@ def preferences(
         console.print(line, highlight=False, soft_wrap=True)
     comparison = None
     if run:
-        if RunDir(run).records.exists():
-            metrics = current_metrics(run)  # analyzed first when metrics.json is missing or stale
-            accuracy, step = metrics.phase_accuracy(), metrics.step
-        else:  # a metrics.json without its records (copied from elsewhere): only its phase accuracies are read
-            accuracy, step = phase_accuracy_file(RunDir(run).metrics)
-        comparison = compare_with_run(prefs, accuracy, step)
+        comparison = compare_with_run(prefs, *_run_phase_accuracy(run))
         prefs["run_comparison"] = comparison
         rho = "not estimable" if comparison["rho"] is None else f"{comparison['rho']:.2f}"
         console.print(
@@ -173,3 +165,25 @@ def preferences(
         write_figure(prefs, Path(out) / "preferences.png", comparison)
         console.print(f"wrote {out}/preferences.json and {out}/preferences.png")
         report_hint(out)
+
+
+def _refuse_rows_beyond_memory(model: str, rows: int) -> None:
+    """preferences --rows: per row its tokens, and the bootstrap's 1000 resamples of its slot
+    weights (window <= 16)."""
+    from phasescope.inspect.preferences import model_task
+    from phasescope.limits import refuse_beyond_memory
+
+    seq_len = model_task(model).seq_len
+    refuse_beyond_memory("--rows", rows, lambda n: n * (8 * seq_len + 8 * 1000 * 17))
+
+
+def _run_phase_accuracy(run: str) -> tuple[list, int]:
+    """(accuracy per phase, step) of a sweep run: analyzed first when metrics.json is missing or
+    stale; a metrics.json without its records (copied from elsewhere) is read as it is."""
+    from phasescope.metricsfile import phase_accuracy_file
+    from phasescope.results import current_metrics
+
+    if RunDir(run).records.exists():
+        metrics = current_metrics(run)
+        return metrics.phase_accuracy(), metrics.step
+    return phase_accuracy_file(RunDir(run).metrics)

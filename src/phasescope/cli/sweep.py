@@ -7,7 +7,6 @@ import typer
 
 from phasescope.cli.app import command, console, fail, with_options
 from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
-from phasescope.rundir import RunDir
 from phasescope.specs import RunOptions, SweepSpec, sweep_settings
 
 MAX_OFFSETS = 1_000_000
@@ -374,10 +373,7 @@ def sweep(**given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     from phasescope.api import prepare_sweep, run_prepared
 
-    resume = given.pop("resume")
     spec, run = sweep_specs(given)
-    if resume and not given["dry_run"] and not (RunDir(run.out).spec.exists() or RunDir(run.out).records.exists()):
-        fail(f"--resume: {run.out} holds no sweep to resume; drop --resume to start one")
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
         prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
     print_sweep(run_prepared(prepared, spec, run, say=lambda text: console.print(text, highlight=False)), run)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.backends.base import Backend, ScoringPlan, item_key
-from phasescope.probes.base import Probe, ProbeItem, judge
+from phasescope.probes.base import Probe, ProbeError, ProbeItem, judge
 from phasescope.recordfile import Record
 from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
@@ -113,6 +113,8 @@ def run_sweep(
         return SweepResult(None, [], 0, extra | checks.plan(model) | timing, geometry)
     saved = spec_json(spec, probe, samples, geometry, batch_size, model.info.description)
     out = Path(run.out) if run.out is not None else None
+    if run.resume and out is not None and not (RunDir(out).spec.exists() or RunDir(out).records.exists()):
+        raise ProbeError(f"--resume: {out} holds no sweep to resume; drop --resume to start one")
     with RunLock(out):
         done = {}
         if out is not None:
