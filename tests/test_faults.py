@@ -712,3 +712,23 @@ def test_a_broken_latest_points_at_the_intact_checkpoints(tmp_path):
 def test_an_ensemble_pad_id_without_the_ensemble_is_refused(model_dir, tmp_path):
     result = cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--ensemble-pad-id", "3", *FAST)
     refused(result, "--ensemble-pad-id", "add --phase-ensemble")
+
+
+def test_a_raw_window_smaller_than_the_models_is_refused(model_dir, tmp_path):
+    """--local below the model's own L would let a needle sit in the raw window; a larger one is kept and labelled."""
+    refused(cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--local", "0", *FAST), "--local 0")
+    result = cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--local", "12", "--dry-run", *FAST)
+    assert result.exit_code == 0 and "L from --local" in result.output, result.output
+
+
+def test_candidates_that_tokenize_to_the_same_ids_are_refused(tmp_path):
+    """A tokenizer that does not know the text maps every candidate to one id: nothing could be scored apart."""
+    from phasescope.errors import ProbeError
+    from phasescope.probes.base import ProbeItem
+    from phasescope.run.checks import SweepChecks
+    from phasescope.specs import Geometry
+
+    checks = SweepChecks(Geometry(4, 4, 0, None, "test"), None, None)
+    same = ProbeItem(0, 0, [5, 6, 7], {"a": [0], "b": [0]}, "a", 3, 3)
+    with pytest.raises(ProbeError, match="every candidate tokenizes to the same ids"):
+        checks.add([same])

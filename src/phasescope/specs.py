@@ -308,9 +308,16 @@ class Geometry:
                     f"counted with the wrong geometry; drop --{key}, or change the model's compression"
                     + (" (--compress)" if model.source == "--compress" else "")
                 )
+        if asked.local is not None and model.local is not None and asked.local < model.local:
+            raise InputError(
+                f"--local {asked.local} is smaller than {name}'s raw window L = {model.local} ({model.source}): a "
+                "needle could sit in the raw window, where compression does not act; drop --local, or pass one >= "
+                f"{model.local} to keep the needle further away"
+            )
         window = asked.window or model.window or model.step
         local = asked.local if asked.local is not None else model.local
-        return cls(model.step, window, model.align, local, f"from {model.source}")._checked()
+        source = f"from {model.source}" + ("; L from --local" if asked.local not in (None, model.local) else "")
+        return cls(model.step, window, model.align, local, source)._checked()
 
     @classmethod
     def _labels_only(cls, asked: GeometryOverrides, model: ModelGeometry, name: str) -> Geometry:

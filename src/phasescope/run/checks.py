@@ -59,6 +59,12 @@ class SweepChecks:
                     f"content {item.content_id!r}: {what} tokenizes to no tokens with this tokenizer, so there is "
                     "nothing to score; write it with characters the tokenizer keeps (e.g. a word, not only spaces)"
                 )
+            if len(item.candidates) > 1 and len({tuple(c) for c in item.candidates.values()}) == 1:
+                raise ProbeError(
+                    f"content {item.content_id!r}: every candidate tokenizes to the same ids "
+                    f"{list(next(iter(item.candidates.values())))[:8]}, so none can be told from another (the "
+                    "tokenizer does not know their text: an unknown-token id?); use the model's own tokenizer"
+                )
             lengths = [len(c) for c in item.candidates.values()]
             self.single = self.single and max(lengths) == 1
             self.longest = max(self.longest, len(item.input_ids) + max(lengths))
