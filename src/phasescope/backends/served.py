@@ -159,28 +159,8 @@ class ServedModel(Backend):
         read = choice.get("prompt_token_ids")
         if read is None:
             raise NoTokenIds
-        if read != sent:
-            common = min(len(read), len(sent))
-            first = next((i for i in range(common) if read[i] != sent[i]), common)
-            got = read[first] if first < len(read) else "nothing"
-            raise InputError(
-                f"{self.url}: the server read token {got} at position {first} where "
-                f"{sent[first] if first < len(sent) else 'nothing'} was sent (content {item.content_id}, offset "
-                f"{item.offset}): it re-tokenized the prompt, so positions would be wrong; serve the model so that it "
-                "accepts token ids"
-            )
-        logprobs = choice.get("logprobs")
-        if logprobs is None:
-            raise InputError(
-                f"{self.url}: the server returned no log-probs (content {item.content_id}, offset {item.offset}); "
-                "phasescope needs logprobs on /completions (vLLM: --max-logprobs >= 1)"
-            )
-        if not isinstance(logprobs, dict):
-            raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
-        lists = [logprobs.get(k) for k in ("tokens", "token_logprobs", "top_logprobs")]
-        if not all(isinstance(x, list) for x in lists):
-            raise self._malformed("tokens, token_logprobs and top_logprobs must be lists", item)
-        tokens, values, tops = lists
+        self._check_read(read, sent, item)
+        tokens, values, tops = self._lists(choice.get("logprobs"), item, empty_is_missing=False)
         if not len(tokens) == len(values) == len(tops) == 1:
             raise self._malformed(
                 f"{len(tokens)} tokens, {len(values)} log-probs and {len(tops)} top lists for one generated token", item
@@ -223,17 +203,7 @@ class ServedModel(Backend):
     def _echo(self, answer, sent: list[int], item: ProbeItem) -> tuple[list[int], list, list]:
         """(echoed ids, prompt log-probs, top log-probs), after checking their shapes and that the
         server read exactly ``sent``."""
-        logprobs = self._choice(answer, item).get("logprobs")
-        if logprobs is not None and not isinstance(logprobs, dict):
-            raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
-        echoed, values, tops = ((logprobs or {}).get(k) for k in ("tokens", "token_logprobs", "top_logprobs"))
-        if not echoed or not values or not tops:
-            raise InputError(
-                f"{self.url}: the server returned no log-probs for the prompt (content {item.content_id}, offset "
-                f"{item.offset}); phasescope needs echo + logprobs on /completions (vLLM: --max-logprobs >= 1)"
-            )
-        if not all(isinstance(x, list) for x in (echoed, values, tops)):
-            raise self._malformed("tokens, token_logprobs and top_logprobs must be lists", item)
+        echoed, values, tops = self._lists(self._choice(answer, item).get("logprobs"), item, empty_is_missing=True)
         if not len(echoed) == len(values) == len(tops) or len(echoed) < len(sent):
             raise self._malformed(
                 f"{len(echoed)} tokens, {len(values)} log-probs and {len(tops)} top lists for a prompt of "
@@ -241,14 +211,37 @@ class ServedModel(Backend):
                 item,
             )
         ids = [self._token_id(t, item) for t in echoed]
-        if ids[: len(sent)] != sent:
-            first = next(i for i, (a, b) in enumerate(zip(ids[: len(sent)], sent, strict=True)) if a != b)
-            raise InputError(
-                f"{self.url}: the server read token {ids[first]} at position {first} where {sent[first]} was sent "
-                f"(content {item.content_id}, offset {item.offset}): it re-tokenized the prompt, so positions would "
-                "be wrong; serve the model so that it accepts token ids"
-            )
+        self._check_read(ids[: len(sent)], sent, item)
         return ids, values, tops
+
+    def _lists(self, logprobs, item: ProbeItem, empty_is_missing: bool) -> tuple[list, list, list]:
+        """``tokens``, ``token_logprobs``, ``top_logprobs`` of an answer's ``logprobs``, each a list
+        (their lengths are the caller's to check: a whole echoed prompt, or one generated token)."""
+        if logprobs is not None and not isinstance(logprobs, dict):
+            raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
+        lists = [(logprobs or {}).get(k) for k in ("tokens", "token_logprobs", "top_logprobs")]
+        if logprobs is None or (empty_is_missing and not all(lists)):
+            raise InputError(
+                f"{self.url}: the server returned no log-probs (content {item.content_id}, offset {item.offset}); "
+                "phasescope needs logprobs on /completions (vLLM: --max-logprobs >= 1)"
+            )
+        if not all(isinstance(x, list) for x in lists):
+            raise self._malformed("tokens, token_logprobs and top_logprobs must be lists", item)
+        return tuple(lists)
+
+    def _check_read(self, read: list, sent: list[int], item: ProbeItem) -> None:
+        """The ids the server read (echoed, or ``prompt_token_ids``) must be the ids sent."""
+        if read == sent:
+            return
+        common = min(len(read), len(sent))
+        first = next((i for i in range(common) if read[i] != sent[i]), common)
+        got = read[first] if first < len(read) else "nothing"
+        raise InputError(
+            f"{self.url}: the server read token {got} at position {first} where "
+            f"{sent[first] if first < len(sent) else 'nothing'} was sent (content {item.content_id}, offset "
+            f"{item.offset}): it re-tokenized the prompt, so positions would be wrong; serve the model so that it "
+            "accepts token ids"
+        )
 
     def _choice(self, answer, item: ProbeItem) -> dict:
         choices = answer.get("choices") if isinstance(answer, dict) else None
