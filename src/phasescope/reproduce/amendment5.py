@@ -16,7 +16,10 @@ claim judged on what the sweep measures.
 * **5f** step 8 at 48 offsets: ``tiny-s8`` swept over offsets 0..47 (variant ``offsets-48``),
   period = 8 (or a multiple whose step-8 component is significant), p < alpha, on every counted seed.
 
-The intervention of 5d needs ablation sweeps the matrix does not run yet; its verdict says so.
+* **5d's intervention**: per counted seed of ``tiny-s4-kv4``, the KV heads rule C's held-out
+  check names hidden together lower the phase gap more than at least 19 of 20 random sets of as
+  many KV heads (reproduce/intervention.py): *explains* on every counted seed, *does not explain*
+  on none, *inconclusive* otherwise.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import MIN_SEEDS
 
 EQUIVALENCE_PP = 3.0  # 5c: fixed in the amendment (a third of the smallest step-4 gap shipped)
-NOT_RUN = "not run yet: the sweep it needs is not in the reproduction matrix (issue #34 left it open)"
+INTERVENTION_RECIPE = "tiny-s4-kv4"
 
 
 def swept_learned(row: dict) -> bool:
@@ -100,5 +103,36 @@ def judge_amendment5(rows: list[dict]) -> dict:
             ("tiny-s8",),
             "5f: at 48 offsets a step-8 compressor has period 8",
         ),
-        "intervention": NOT_RUN,
+        "intervention": intervention_verdict(swept),
     }
+
+
+def intervention_verdict(rows: list[dict], recipe: str = INTERVENTION_RECIPE) -> dict:
+    from phasescope.reproduce.intervention import NEEDED_BEATEN, RANDOM_SETS, beaten
+
+    seeds = [r for r in rows if r["recipe"] == recipe and r.get("variant", "plain") == "plain" and r.get("learned")]
+    seeds = [r for r in seeds if r.get("intervention") is not None]
+    counts = [beaten(r["intervention"]) for r in seeds]
+    hits = [c is not None and c >= NEEDED_BEATEN for c in counts]
+    if len(seeds) < MIN_SEEDS or None in counts:
+        verdict = "inconclusive"
+    else:
+        verdict = {"reproduced": "explains", "not reproduced": "does not explain"}.get(
+            seed_verdict(hits), "inconclusive"
+        )
+    per_seed = [
+        {
+            "seed": r["seed"],
+            "named": r["intervention"]["named"],
+            "gap_unablated_pp": r["intervention"]["gap_unablated_pp"],
+            "named_lowered_pp": r["intervention"]["named_lowered_pp"],
+            "random_lowered_pp": [x["lowered_pp"] for x in r["intervention"]["random"]],
+            "beaten": c,
+        }
+        for r, c in zip(seeds, counts, strict=True)
+    ]
+    why = (
+        f"the named KV heads lower the gap more than at least {NEEDED_BEATEN} of {RANDOM_SETS} random sets "
+        f"on {sum(hits)} of {len(seeds)} counted seeds"
+    )
+    return {"verdict": verdict, "why": why, "per_seed": per_seed}

@@ -147,6 +147,7 @@ def amendment5_lines(a5: dict | None) -> list[str]:
     split = a5["same_vs_split"]
     lines += [
         "",
+        *intervention_lines(a5["intervention"]),
         f"### same vs split at two value phases (5e): **{split['verdict']}**",
         "",
         f"* `tiny-s4` with `--kv-gaps 0,1,2`: {split['why']}; same - split {_f(split['same_minus_split_pp'])} pp, "
@@ -154,10 +155,24 @@ def amendment5_lines(a5: dict | None) -> list[str]:
         "",
         f"### step 8 at 48 offsets (5f): **{a5['step8_48']['verdict']}**",
         *period_lines(a5["step8_48"]),
-        f"* the intervention of 5d: {a5['intervention']}",
-        "",
     ]
     return lines
+
+
+def intervention_lines(iv: dict) -> list[str]:
+    lines = [f"### the named KV heads hidden vs random sets (5d's intervention): **{iv['verdict']}**", ""]
+    lines += [f"* `tiny-s4-kv4`: {iv['why']}"]
+    for s in iv["per_seed"]:
+        randoms = sorted(v for v in s["random_lowered_pp"] if v is not None)
+        spread = f"{randoms[0]:+.1f} .. {randoms[-1]:+.1f}" if randoms else "withheld"
+        lowered = "withheld" if s["named_lowered_pp"] is None else f"{s['named_lowered_pp']:+.1f}"
+        gap = "withheld" if s["gap_unablated_pp"] is None else f"{s['gap_unablated_pp']:.1f}"
+        lines.append(
+            f"  * seed {s['seed']}: gap {gap} pp on the held-out half; hiding {len(s['named'])} named KV heads "
+            f"{s['named']} lowers it by {lowered} pp, random sets by {spread} pp; beats {s['beaten']} of "
+            f"{len(randoms)}"
+        )
+    return lines + [""]
 
 
 def extended_section(ext: dict) -> list[str]:

@@ -55,6 +55,7 @@ class Entry:
     post_of: str | None = None  # a post-trained model: swept on this base recipe's task, paired with it by seed
     samples: int | None = None  # contents per sweep, when not the reproduction's --samples
     kv_ablation: bool = False  # also ablated one KV head's entries at a time (inspect/kv_heads.py)
+    intervention: bool = False  # amendment 5d: the named KV heads hidden together vs random sets (intervention.py)
     swept: bool = True  # False: only trained by --retrain (a warm start other recipes begin from)
     preferences: bool = True  # counted in the learned-pooling-weights reading (issue #12)
 
@@ -83,7 +84,12 @@ MATRIX = (
     Entry("tiny-s4-random-align", mitigation="(d) random alignment in training"),
     # the 4-KV-head pair has 4x tiny-s4's KV bytes and half its schedule: compared only with each other
     Entry(
-        "tiny-s4-kv4", mitigation="4 KV heads (stagger's baseline)", baseline="tiny-s4-kv4", kv_ablation=True, seeds=5
+        "tiny-s4-kv4",
+        mitigation="4 KV heads (stagger's baseline)",
+        baseline="tiny-s4-kv4",
+        kv_ablation=True,
+        seeds=5,
+        intervention=True,
     ),
     Entry("tiny-s4-stagger", mitigation="(b) stagger, 4 KV heads", baseline="tiny-s4-kv4", kv_ablation=True),
     # issue #23 (after their sources: --retrain starts each from the run it needs)

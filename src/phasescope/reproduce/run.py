@@ -211,6 +211,10 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
             from phasescope.reproduce.kv_ablation import kv_ablation
 
             swept[0]["kv"] = kv_ablation(entry, seed, model_dir, out)
+        if entry.intervention:
+            from phasescope.reproduce.intervention import intervention
+
+            swept[0]["intervention"] = intervention(entry, seed, model_dir, out, swept[0]["kv"])
         rows += swept
     return rows
 
