@@ -177,6 +177,11 @@ def test_the_ablate_command_writes_the_matrix_for_a_shipped_model(tmp_path):
     assert "layer 1 head 3: specialization index" in result.output
     assert [c["phase"] for c in saved["causal"]] == [0, 1, 2, 3] and saved["top_k"] == 1
     assert "held-out contrast" in result.output
+    assert "tests on 5 contents: its intervals are wide" in result.output  # 10 samples: 5 choose, 5 test
+    for c in saved["causal"]:  # a contrast of two accuracy drops lies in [-2, 2], and so does its interval
+        assert c["ci_low"] is None or -2 <= c["ci_low"] <= c["ci_high"] <= 2
+    for r in saved["heads"]:
+        assert all(-1 <= c["ci_low"] <= c["ci_high"] <= 1 for c in r["accuracy"]["change_by_phase"] if c["ci_low"])
     bad = runner.invoke(app, [*args, "--mode", "shuffle"])
     assert bad.exit_code == 2 and "--mode 'shuffle' is invalid" in bad.output
 
@@ -418,3 +423,31 @@ def test_no_kv_head_is_flagged_when_none_serves_a_phase_alone():
     assert not any(r["specialized"] for r in rows.values())
     assert all(c["mean"] < -0.4 for c in rows[0]["change_by_phase"])  # KV head 0 matters at every phase alike
     assert all(c["ci_low"] is None or c["ci_low"] <= 0.05 for c in result["causal"])
+
+
+def test_a_t_interval_over_two_contents_is_clipped_to_the_range_the_change_can_take():
+    from phasescope.analysis.heads import ACCURACY_CHANGE, t_summary
+
+    wide = t_summary([-0.9, 0.7])  # t(0.975, 1) = 12.7: about ±10 around the mean
+    assert wide["ci_low"] < -5 and wide["ci_high"] > 5
+    clipped = t_summary([-0.9, 0.7], ACCURACY_CHANGE)
+    assert (clipped["ci_low"], clipped["ci_high"]) == (-1.0, 1.0) and clipped["mean"] == wide["mean"]
+    narrow = t_summary([0.1, 0.12, 0.11, 0.1], ACCURACY_CHANGE)
+    assert narrow == t_summary([0.1, 0.12, 0.11, 0.1])  # an interval inside the range is unchanged
+
+
+def test_an_empty_layer_list_and_a_single_kv_head_are_refused_with_what_to_do():
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    import phasescope
+    from phasescope.cli import app
+
+    model = str(Path(phasescope.__file__).parent / "assets" / "demo" / "tiny-s4")
+    runner = CliRunner(env={"COLUMNS": "200"})
+    empty = runner.invoke(app, ["ablate", "--model", model, "--layers", "", "--samples", "4"])
+    assert empty.exit_code == 2 and "names no layer" in empty.output and "top_k" not in empty.output
+    single = runner.invoke(app, ["ablate", "--model", model, "--layers", "1", "--component", "kv-entries"])
+    assert single.exit_code == 2 and "1 KV heads to ablate in layers [1]" in single.output
+    assert "--component head" in single.output

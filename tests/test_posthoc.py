@@ -86,6 +86,10 @@ def test_bad_schemes_are_refused(text):
         parse_compress(text)
 
 
+def test_the_window_defaults_to_the_step():
+    assert parse_compress("mean:s=8").window == 8 and parse_compress("mean:s=8,w=16").window == 16
+
+
 def test_a_sweep_with_post_hoc_compression_records_its_geometry(tmp_path):
     from hf_models import tiny_qwen3, word_tokenizer
 

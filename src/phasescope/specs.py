@@ -375,6 +375,7 @@ def compress_fields(text: str) -> dict | None:
             raise InputError(f"--compress {text!r}: {value!r} is not an integer") from None
     if "step" not in fields:
         raise InputError(f"--compress {text!r}: the step s is required, e.g. mean:s=4,w=4,L=128")
+    fields.setdefault("window", fields["step"])  # w defaults to s (non-overlapping windows), as in the study
     return fields
 
 

@@ -23,19 +23,32 @@ from phasescope.analysis import intervals
 METRICS = ("accuracy", "logprob")
 
 
-def t_summary(values) -> dict:
-    """analysis.intervals.t_summary over contents (its n named n_contents, as in ablation.json)."""
+# the range a change in accuracy (ablated − unablated) and a contrast of two drops can take
+ACCURACY_CHANGE = (-1.0, 1.0)
+ACCURACY_CONTRAST = (-2.0, 2.0)
+
+
+def t_summary(values, bounds: tuple[float, float] | None = None) -> dict:
+    """analysis.intervals.t_summary over contents (its n named n_contents, as in ablation.json);
+    ``bounds``: the range the quantity can take, which the interval is clipped to (with two or
+    three contents a t interval can reach ±400 pp of accuracy, a range no change can have)."""
     summary = intervals.t_summary(values)
+    if bounds is not None and summary["ci_low"] is not None:
+        summary["ci_low"] = max(summary["ci_low"], bounds[0])
+        summary["ci_high"] = min(summary["ci_high"], bounds[1])
     return {"n_contents": summary.pop("n"), **summary}
 
 
-def phase_intervals(diffs: np.ndarray, phases: np.ndarray, contents: np.ndarray, step: int) -> list[dict]:
-    """Per phase: mean per-content difference, t 95% interval over contents, n contents."""
+def phase_intervals(
+    diffs: np.ndarray, phases: np.ndarray, contents: np.ndarray, step: int, bounds: tuple[float, float] | None = None
+) -> list[dict]:
+    """Per phase: mean per-content difference, t 95% interval over contents (clipped to
+    ``bounds``), n contents."""
     out = []
     for p in range(step):
         sel = phases == p
         per_content = np.array([diffs[sel & (contents == c)].mean() for c in np.unique(contents[sel])])
-        summary = t_summary(per_content)
+        summary = t_summary(per_content, bounds)
         del summary["p_value"]
         out.append({"phase": p, **summary})
     return out
@@ -142,7 +155,9 @@ def head_statistics(
         for metric in METRICS:
             d = np.asarray(diffs[metric], dtype=float)
             row[metric] = {
-                "change_by_phase": phase_intervals(d, phases, contents, step),
+                "change_by_phase": phase_intervals(
+                    d, phases, contents, step, ACCURACY_CHANGE if metric == "accuracy" else None
+                ),
                 **specialization(d, phases, contents, step, rng, n_permutations, offsets),
             }
         rows.append(row)

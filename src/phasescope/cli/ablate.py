@@ -11,6 +11,7 @@ from phasescope.cli.sweep import parse_offsets
 from phasescope.errors import InputError
 from phasescope.runfiles import write_section
 
+FEW_CONTENTS = 10  # below this many tested contents the held-out intervals are said to be wide
 ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --help
     "model": (
         str,
@@ -164,6 +165,10 @@ def ablation_arguments(o: dict) -> dict:
         layers = None if o["layers"] is None else [int(v) for v in o["layers"].split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--layers {o['layers']!r}: use layer numbers separated by commas, e.g. 0,1") from None
+    if layers == []:
+        raise InputError(
+            f"--layers {o['layers']!r} names no layer; give layer numbers, e.g. 0,1, or leave it out for all"
+        )
     options = BackendOptions(
         dtype=o["dtype"], device=o["device"], trust_remote_code=o["trust_remote_code"], tokenizer=o["tokenizer"]
     )
@@ -207,5 +212,12 @@ def print_ablation(result: dict) -> None:
         console.print(
             f"phase {c['phase']}: removing {heads} (chosen on {c['chosen_on']} contents) - held-out contrast "
             f"{contrast}{ci}{p} over {c['n_contents']} other contents",
+            highlight=False,
+        )
+    tested = min((c["n_contents"] for c in result["causal"]), default=None)
+    if tested is not None and tested < FEW_CONTENTS:
+        console.print(
+            f"note: the held-out check tests on {tested} contents: its intervals are wide (a t interval over "
+            f"{tested} values; clipped to the range a contrast can take); raise --samples for a usable one",
             highlight=False,
         )

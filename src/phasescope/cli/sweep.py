@@ -71,8 +71,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "none",
             metavar="SPEC",
             rich_help_panel="Model",
-            help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a): "
-            "what it would do if its cache were compressed (no retraining).",
+            help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a; "
+            "w defaults to s): what it would do if its cache were compressed (no retraining).",
         ),
     ),
     "chat_template": (

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from phasescope.analysis.heads import (
+    ACCURACY_CONTRAST,
     METRICS,
     detrend,
     head_statistics,
@@ -149,6 +150,13 @@ def ablation_matrix(
         raise InputError("mode resample takes each head's output from another content: use samples >= 2")
     loaded = resolve_model(model, options)
     heads = _units(loaded.module, component, layers)
+    unit = "KV heads" if component == "kv-entries" else "heads"
+    if len(heads) < 2:
+        raise InputError(
+            f"{len(heads)} {unit} to ablate in {'every layer' if layers is None else f'layers {list(layers)}'}: the "
+            f"held-out check compares {unit} with each other and needs 2 or more; name more layers"
+            + (" (or use --component head)" if component == "kv-entries" else "")
+        )
     if not 1 <= top_k < len(heads):
         raise InputError(f"top_k={top_k} is invalid; allowed: 1 .. {len(heads) - 1} (fewer than the heads ablated)")
     kwargs = dict(offsets=list(offsets), samples=samples, seed=seed, **sweep_options)
@@ -244,7 +252,7 @@ def causal_contrast(
         diffs = paired.diffs(heads)
         row = {"phase": phase, "k": k, "heads": [list(h) for h in heads], "chosen_on": len(chosen_on)}
         tested = {m: phase_contrast(half(diffs[m], test), phases[test], contents[test], step, phase) for m in METRICS}
-        accuracy = t_summary(tested["accuracy"])
+        accuracy = t_summary(tested["accuracy"], ACCURACY_CONTRAST)
         row.update(contrast=accuracy.pop("mean"), **accuracy)
         row["logprob"] = t_summary(tested["logprob"])
         out.append(row)

@@ -167,10 +167,20 @@ def intervention_lines(iv: dict) -> list[str]:
         spread = f"{randoms[0]:+.1f} .. {randoms[-1]:+.1f}" if randoms else "withheld"
         lowered = "withheld" if s["named_lowered_pp"] is None else f"{s['named_lowered_pp']:+.1f}"
         gap = "withheld" if s["gap_unablated_pp"] is None else f"{s['gap_unablated_pp']:.1f}"
+        withheld = len(s["random_lowered_pp"]) - len(randoms)
+        if s["beaten"] is not None:
+            beats = f"beats {s['beaten']} of {len(randoms)}"
+        elif s["named_lowered_pp"] is None:
+            beats = "no result (the gap with the named heads hidden was withheld)"
+        else:
+            others = sum(s["named_lowered_pp"] > v for v in randoms)
+            beats = (
+                f"no result: the gap was withheld for {withheld} random set(s); beats {others} of the {len(randoms)} "
+                "others"
+            )
         lines.append(
             f"  * seed {s['seed']}: gap {gap} pp on the held-out half; hiding {len(s['named'])} named KV heads "
-            f"{s['named']} lowers it by {lowered} pp, random sets by {spread} pp; beats {s['beaten']} of "
-            f"{len(randoms)}"
+            f"{s['named']} lowers it by {lowered} pp, random sets by {spread} pp; {beats}"
         )
     return lines + [""]
 
@@ -207,5 +217,45 @@ def extended_section(ext: dict) -> list[str]:
         f"* {welch_line(ext['long_gap'])}",
         "",
         *amendment5_lines(ext.get("amendment_5")),
+        *amendment6_lines(ext.get("amendment_6")),
     ]
     return lines
+
+
+def amendment6_lines(a6: dict | None) -> list[str]:
+    if not a6:
+        return []
+    lines = [
+        "## Amendment 6: step 8, alignment or distance (issue #34)",
+        "",
+        "`tiny-s8` over offsets 0..47 with `--design pad-prefix` (the whole prompt moves: only the alignment "
+        "changes) beside 5f's shift-needle sweep (the needle also moves towards the question).",
+        "",
+        f"### step 8 at constant distance (6a): **{a6['step8_pad_prefix']['verdict']}**",
+        *period_lines(a6["step8_pad_prefix"]),
+        "Per seed (6b: a multiple of the step with the needle moving; 6c: a divisor of it):",
+        "",
+    ]
+    for s in a6["per_seed"]:
+        shift, pad = s["shift_needle"], s["pad_prefix"]
+        answer = (
+            f"{s['question']}: **{s['reading']}**"
+            if s["question"]
+            else "shift-needle reads the step itself: neither question arises"
+        )
+        lines.append(
+            f"* seed {s['seed']}: shift-needle {_period(shift)}, gap {_f(s['gap_shift_pp'])} pp; pad-prefix "
+            f"{_period(pad)}, gap {_f(s['gap_pad_pp'])} pp — {answer}"
+        )
+    return lines + [""]
+
+
+def _p(value) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def _period(found: dict) -> str:
+    if found["period"] is None:
+        return f"no period (p {_p(found['p'])})"
+    kind = {"step": "the step or a divisor", "multiple": "a multiple of the step"}.get(found["kind"], found["kind"])
+    return f"period {found['period']} ({kind}, p {_p(found['p'])})"

@@ -50,7 +50,7 @@ class Entry:
     ensemble: bool = False  # also swept with the test-time phase ensemble
     max_seeds: int | None = None  # shown on fewer seeds (not judged: nothing to pool)
     seeds: int | None = None  # shipped seeds 0..seeds-1 when more than the default 3 (amendment 5)
-    amendment5_variants: tuple[str, ...] = ()  # extra sweeps amendment 5 judges (reproduce/run.py VARIANTS)
+    amendment5_variants: tuple[str, ...] = ()  # extra sweeps amendments 5 and 6 judge (reproduce/run.py VARIANTS)
     baseline: str = "tiny-s4"  # a mitigation is compared with this recipe (same KV-cache bytes)
     post_of: str | None = None  # a post-trained model: swept on this base recipe's task, paired with it by seed
     samples: int | None = None  # contents per sweep, when not the reproduction's --samples
@@ -72,7 +72,7 @@ MATRIX = (
         amendment5_variants=("kv-gaps-012",),
     ),
     Entry("tiny-s6", ("period",)),
-    Entry("tiny-s8", ("period",), amendment5_variants=("offsets-48",)),
+    Entry("tiny-s8", ("period",), amendment5_variants=("offsets-48", "pad-prefix-48")),
     Entry("hf-deepseek-v4-tiny", ("period",), hf=True),
     Entry("tiny-full-matched", ("control",)),
     Entry("tiny-s4-nope", ("nope",)),

@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from phasescope.errors import InputError
 from phasescope.reproduce.matrix import ASSETS, LEARNED_BAND, MATRIX, Entry, checkpoint_dir, final_eval, learned
@@ -39,20 +40,32 @@ def geometry(model_dir: Path, entry: Entry) -> dict:
     return {k: first.get(k) for k in ("step", "window", "local", "pooler")} | {"rope": rope}
 
 
-VARIANTS = {  # variant -> (kv gaps, phase ensemble, run-dir suffix, offsets)
-    "plain": ((0,), False, "", OFFSETS),
-    "kv-gaps": ((0, 1), False, "-kvgaps", OFFSETS),
-    "phase-ensemble": ((0,), True, "-ensemble", OFFSETS),
+class Variant(NamedTuple):
+    """One sweep of a (recipe, seed): its kv gaps, phase ensemble, run-dir suffix, offsets and design."""
+
+    kv_gaps: tuple[int, ...]
+    ensemble: bool
+    suffix: str
+    offsets: tuple[int, ...]
+    design: str = "shift-needle"
+
+
+VARIANTS = {
+    "plain": Variant((0,), False, "", OFFSETS),
+    "kv-gaps": Variant((0, 1), False, "-kvgaps", OFFSETS),
+    "phase-ensemble": Variant((0,), True, "-ensemble", OFFSETS),
     # amendment 5: same vs split at two value phases (5e); step 8 over six windows (5f)
-    "kv-gaps-012": ((0, 1, 2), False, "-kvgaps012", OFFSETS),
-    "offsets-48": ((0,), False, "-o48", tuple(range(48))),
+    "kv-gaps-012": Variant((0, 1, 2), False, "-kvgaps012", OFFSETS),
+    "offsets-48": Variant((0,), False, "-o48", tuple(range(48))),
+    # amendment 6: step 8 over six windows with the whole prompt moving (alignment without distance)
+    "pad-prefix-48": Variant((0,), False, "-padprefix48", tuple(range(48)), "pad-prefix"),
 }
 
 
 def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str, samples: int, resamples: int):
     import phasescope
 
-    kv_gaps, ensemble, suffix, offsets = VARIANTS[variant]
+    kv_gaps, ensemble, suffix, offsets, design = VARIANTS[variant]
     run_dir = out / "runs" / f"{entry.recipe}-s{seed}{suffix}"
     geo = geometry(model_dir, entry)
     spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
@@ -66,11 +79,13 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
         offsets=offsets,
         kv_gaps=kv_gaps,
         phase_ensemble=ensemble,
+        design=design,
         task=task,
         out=run_dir,
         command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:{len(offsets)} "
         f"--kv-gaps {','.join(map(str, kv_gaps))}"
         + (" --phase-ensemble" if ensemble else "")
+        + (f" --design {design}" if design != "shift-needle" else "")
         + f" --out {run_dir}"
         + (f"  # Python API only: task=get_recipe({entry.post_of!r}).task" if entry.post_of else ""),
     )
@@ -307,6 +322,7 @@ def run_reproduce(
     from rich.console import Console
 
     from phasescope.reproduce.amendment5 import judge_amendment5
+    from phasescope.reproduce.amendment6 import judge_amendment6
     from phasescope.reproduce.extended import judge_extended
     from phasescope.reproduce.preferences import add_preference_rhos
     from phasescope.reproduce.results import write_results
@@ -323,7 +339,10 @@ def run_reproduce(
     with_preferences = {e.recipe for e in matrix if e.preferences}
     add_preference_rhos([r for r in rows if r["recipe"] in with_preferences])
     verdicts = judge(rows, matrix)
-    extended = judge_extended(rows, matrix) | {"amendment_5": judge_amendment5(rows)}
+    extended = judge_extended(rows, matrix) | {
+        "amendment_5": judge_amendment5(rows),
+        "amendment_6": judge_amendment6(rows),
+    }
     shown = "phasescope/assets/reproduce (shipped)" if root == ASSETS else str(root)  # no machine's path
     settings = {"checkpoints": shown, "samples": samples, "seeds": seeds}
     write_results(out, rows, verdicts, matrix, settings, extended)
