@@ -87,3 +87,23 @@ def test_recipes_lists_every_recipe():
     result = runner.invoke(app, ["recipes"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     assert all(name in result.output for name in RECIPES)
+
+
+def test_an_unusable_columns_and_a_pipe_still_print_whole_lines():
+    """COLUMNS=0 (or a typo) made rich print nothing; an error piped into a log is one line,
+    not wrapped at 80 columns mid-sentence."""
+    import os
+    import subprocess
+    import sys
+
+    def run(*args, columns):
+        env = {**os.environ, "COLUMNS": columns}
+        return subprocess.run([sys.executable, "-m", "phasescope", *args], capture_output=True, text=True, env=env)
+
+    for columns in ("0", "x"):
+        shown = run("savings", "--scheme", "v4-csa", "--tokens", "131072", columns=columns)
+        assert shown.returncode == 0 and "12.6%" in shown.stdout
+    missing = "a/path/long/enough/that/the/error/would/not/fit/in/eighty/columns/without/wrapping/it/somewhere"
+    error = run("analyze", missing, columns="80")
+    lines = [line for line in error.stdout.splitlines() if line.strip()]
+    assert error.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and missing in lines[0]

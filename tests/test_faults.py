@@ -614,8 +614,9 @@ def _edit_config(**changes):
         (lambda d: (d / "tokenizer.json").write_text('{"version": "1.0", "model": 5'), ["its tokenizer cannot be"]),
         (_edit_config(rms_norm_eps=float("nan")), ["NaN or infinite logits", "rms_norm_eps"]),
         (_edit_config(num_hidden_layers=10**6), ["config.json (about", "parameters) needs about"]),
+        (_edit_config(num_hidden_layers=0), ["num_hidden_layers = 0", "at least one layer"]),
     ],
-    ids=["pickle-only", "broken-tokenizer", "nan-eps", "million-layers"],
+    ids=["pickle-only", "broken-tokenizer", "nan-eps", "million-layers", "no-layers"],
 )
 def test_broken_or_unsafe_hf_directories_are_named(eight_gib, hf_dir, tmp_path, damage, phrases):
     result = _damaged(hf_dir, tmp_path, damage)
@@ -732,3 +733,50 @@ def test_candidates_that_tokenize_to_the_same_ids_are_refused(tmp_path):
     same = ProbeItem(0, 0, [5, 6, 7], {"a": [0], "b": [0]}, "a", 3, 3)
     with pytest.raises(ProbeError, match="every candidate tokenizes to the same ids"):
         checks.add([same])
+
+
+@pytest.mark.parametrize(("command", "fix"), [("analyze", "cp -r RUN COPY"), ("sweep", "choose another --out")])
+def test_a_read_only_place_gets_advice_the_command_can_follow(swept, monkeypatch, command, fix):
+    """analyze and report write into the run they are given (no --out to choose): a read-only run
+    is answered with copying it; sweep, which has --out, with choosing another."""
+    import errno
+
+    import phasescope.runfiles
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(swept / "x.tmp"))
+
+    monkeypatch.setattr(phasescope.runfiles.tempfile, "mkstemp", read_only)
+    fresh = ["--model", str(ASSETS / "tiny-s4"), "--out", str(swept.parent / "fresh"), *FAST]
+    args = [str(swept)] if command == "analyze" else fresh
+    result = cli(command, *args)
+    refused(result, "Read-only file system", fix)
+    assert ("--out" in result.output) == (command == "sweep")
+
+
+def test_a_spec_from_a_newer_phasescope_is_refused_not_misread(swept):
+    spec = json.loads((swept / "spec.json").read_text())
+    (swept / "spec.json").write_text(json.dumps(spec | {"schema": 99}))
+    refused(cli("analyze", str(swept)), "schema 99 is not a layout this phasescope reads", "upgrade phasescope")
+    again = cli("sweep", "--model", str(ASSETS / "tiny-s4"), "--out", str(swept), *FAST)
+    refused(again, "schema 99")
+
+
+def test_a_record_whose_phase_contradicts_its_anchor_is_refused(swept):
+    lines = (swept / "records.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["phase"] = (record["phase"] + 1) % record["step"]
+    (swept / "records.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    refused(cli("analyze", str(swept)), "line 1", f"but its anchor_pos {record['anchor_pos']}", "fix or delete")
+
+
+@pytest.mark.parametrize("name", ["records.jsonl", "spec.json"])
+def test_a_key_given_twice_is_refused_not_resolved_silently(swept, name):
+    """json keeps the last of two equal keys: '"correct": true, "correct": false' would be read as
+    false without a word. Both files refuse it, naming the key."""
+    path = swept / name
+    text = path.read_text()
+    field = '"correct": ' if name == "records.jsonl" else '"seed": '
+    at = text.index(field)
+    path.write_text(text[:at] + field + "true, " + text[at:])
+    refused(cli("analyze", str(swept)), str(path), "'" + field.split('"')[1] + "' appears twice")

@@ -110,8 +110,9 @@ def test_records_with_impossible_log_probs_are_refused(swept, field, value):
 
 def test_records_of_another_step_than_the_spec_are_refused(swept):
     lines = [json.loads(line) for line in (swept / "records.jsonl").read_text().splitlines()]
-    for record in lines:
+    for record in lines:  # each record consistent in itself (its phase from its anchor at step 8)
         record["step"] = 8
+        record["phase"] = (record["anchor_pos"] - record["align"]) % 8
     (swept / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     refused(cli("analyze", str(swept)), "step 8", "step 4")
 

@@ -175,6 +175,11 @@ def test_bad_input_is_refused_with_the_reason(setup, tmp_path, monkeypatch):
         build_lm_eval_probe("ps_ppl", tok, 4, 0, str(tmp_path))
     with pytest.raises(ProbeError, match="no such directory"):
         build_lm_eval_probe("ps_capitals", tok, 4, 0, str(tmp_path / "missing"))
+    both = build_lm_eval_probe("ps_capitals,ps_phrases", tok, 4, 0, TASKS)
+    first = sum(d.task.config.task == "ps_capitals" for d in both.docs)
+    with pytest.raises(ProbeError, match=rf"leaves task\(s\) ps_phrases without a document.*--samples {first + 1} or"):
+        next(both.stream(list(OFFSETS), first, None))
+    assert next(both.stream(list(OFFSETS), first + 1, None))  # one document of the second task: both are scored
     args = ["sweep", "--model", f"hf:{setup['model']}", "--step", "4", "--probe", "lm-eval:ps_capitals"]
     result = CliRunner().invoke(app, [*args, "--include-path", "nowhere", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "error: --include-path nowhere: no such directory" in result.output

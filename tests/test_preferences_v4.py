@@ -12,6 +12,7 @@ from transformers import DeepseekV4ForCausalLM
 
 from phasescope.inspect.preferences import effective_preferences, format_table, model_preferences
 from phasescope.inspect.preferences_v4 import compressors, record_v4_slot_weights, slot_weights
+from phasescope.train.shipped import DEMO as ASSETS
 from test_hf_deepseek_v4 import tiny_v4 as shared_tiny_v4
 
 VOCAB, HIDDEN, HEAD_DIM, T = 64, 32, 16, 40
@@ -172,7 +173,12 @@ def test_cli_on_a_saved_deepseek_v4(tmp_path):
     tiny_v4().save_pretrained(str(hf_dir), safe_serialization=True)
     args = ["preferences", "--model", f"hf:{hf_dir}", "--rows", "3"]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
-    assert result.exit_code != 0 and "has no task" in result.output  # no phasescope.json yet
+    assert result.exit_code != 0 and "has no phasescope.json" in result.output  # not written yet
+    (hf_dir / "phasescope.json").write_text(json.dumps({"compression": {"step": 4}}))
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code != 0 and "has no task" in result.output
+    native = CliRunner().invoke(app, ["preferences", "--model", f"hf:{ASSETS / 'tiny-s4'}"], env={"COLUMNS": "300"})
+    assert native.exit_code == 2 and "is a phasescope model directory: give it without hf:" in native.output
 
     (hf_dir / "phasescope.json").write_text(json.dumps({"task": task.to_dict()}))
     run = tmp_path / "run"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
+from phasescope.runfiles import DuplicateKey, unique_keys
 
 REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
 OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos")
@@ -158,6 +159,13 @@ def check_record(record, where: str) -> None:
             f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has phase "
             f"{record['phase']!r}; a phase is an integer in [0, step={step})"
         )
+    anchor, align = record.get("anchor_pos"), record.get("align")
+    if anchor is not None and align is not None and record["phase"] != (anchor - align) % step:
+        raise InputError(
+            f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has phase "
+            f"{record['phase']}, but its anchor_pos {anchor} and align {align} give phase {(anchor - align) % step} at "
+            f"step {step}; the record was edited: fix or delete that line"
+        )
 
 
 def check_records(records: list[Record], where=lambda i: f"record {i}") -> None:
@@ -210,9 +218,11 @@ def read_records(path: Path) -> RecordFile:
         if not line.strip():
             raise InputError(f"{path} line {number} is empty; delete it (a sweep never writes empty lines)")
         try:
-            data = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as err:
-            why = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
+            data = json.loads(line, object_pairs_hook=unique_keys)
+        except (json.JSONDecodeError, RecursionError, DuplicateKey) as err:
+            why = {json.JSONDecodeError: getattr(err, "msg", ""), RecursionError: "nested too deeply"}.get(
+                type(err), str(err)
+            )
             raise InputError(
                 f"{path} line {number} is not valid JSON ({why}); the file was edited or damaged: fix or delete "
                 "that line (rerunning the sweep rescores deleted records)"

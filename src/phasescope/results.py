@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from phasescope.errors import InputError
 from phasescope.metricsfile import Metrics
 from phasescope.recordfile import Record, read_records
-from phasescope.rundir import RunDir
+from phasescope.rundir import RunDir, check_schema
 from phasescope.runfiles import atomic_write_text, read_json
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
         raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
     spec_path = RunDir(run_dir).spec
     spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
+    check_schema(spec, spec_path)
     seed = spec.get("seed", 0)
     if not isinstance(seed, int):
         raise InputError(f"{spec_path}: seed must be an integer, got {seed!r}")

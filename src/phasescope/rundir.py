@@ -17,10 +17,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from phasescope.errors import ProbeError
+from phasescope.errors import InputError, ProbeError
 from phasescope.recordfile import read_records
 from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json, refuse_link
-from phasescope.specs import SweepSpec
+from phasescope.specs import SCHEMA, SweepSpec
 
 SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
     "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"
@@ -84,6 +84,7 @@ class RunDir:
                 "its records are kept: restore spec.json (manifest.json holds the command that made it), or write this "
                 "sweep to another --out",
             )
+            check_schema(saved, spec_path)
             # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
             ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
             before, now = _without_model(upgrade_spec(saved)), _without_model(spec)
@@ -183,6 +184,17 @@ class RunLock:
     def __exit__(self, *exc) -> None:
         if self.lock is not None:
             self.lock.release()
+
+
+def check_schema(saved: dict, path: Path) -> None:
+    """A spec.json of a layout this version knows: 1 (no "schema" key) up to ``SCHEMA``; a newer
+    one was written by a newer phasescope, whose fields this version would misread."""
+    schema = saved.get("schema", 1)
+    if not (isinstance(schema, int) and not isinstance(schema, bool) and 1 <= schema <= SCHEMA):
+        raise InputError(
+            f"{path}: schema {schema!r} is not a layout this phasescope reads (1 to {SCHEMA}); a newer phasescope "
+            "wrote it: upgrade phasescope (pip install -U phasescope), or restore the spec.json the sweep wrote"
+        )
 
 
 def upgrade_spec(saved: dict) -> dict:

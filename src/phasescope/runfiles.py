@@ -57,6 +57,20 @@ def write_section(out: str | Path, name: str, data) -> Path:
     return path
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (json keeps the last silently: which one was meant?)."""
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``json.loads``' object_pairs_hook that refuses a key given twice."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise DuplicateKey(f"the key {twice!r} appears twice in one object")
+    return data
+
+
 def read_json(path: Path, what: str, fix: str = "") -> dict:
     """The JSON object in ``path`` (``what`` it is, for the message; ``fix`` how to repair it)."""
     data = read_json_value(path, what, fix)
@@ -76,9 +90,11 @@ def read_json_value(path: Path, what: str, fix: str = ""):
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read the {what} ({err}){hint}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except (json.JSONDecodeError, DuplicateKey) as err:
         raise InputError(f"{path}: the {what} is not valid JSON ({err}){hint}") from None
+    except RecursionError:
+        raise InputError(f"{path}: the {what} is not valid JSON (nested too deeply){hint}") from None
     return data
 
 

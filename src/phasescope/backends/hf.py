@@ -54,6 +54,7 @@ def load_hf_module(path: str | Path, options: BackendOptions | None = None):
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, RuntimeError, ImportError) as err:
         raise InputError(f"hf:{path}/config.json cannot be read ({type(err).__name__}: {err})") from None
+    check_layers(config, path)
     parameters = approx_parameters(config)
     refuse_unless_fits(
         f"hf:{path}/config.json (about {parameters:,} parameters)",
@@ -161,6 +162,20 @@ def _tokenizer(path: Path, options: BackendOptions):
                 "trust); fix them, or pass --tokenizer DIR (or deepseek-v4 / qwen3)"
             ) from None
     return None
+
+
+def check_layers(config, path: Path) -> None:
+    """A config that names its layer count must have at least one layer: with none the model is
+    its embeddings alone, and every answer would come from them (a sweep of nothing)."""
+    text = getattr(config, "text_config", config)
+    for name in ("num_hidden_layers", "n_layer", "num_layers"):
+        value = getattr(text, name, None)
+        if value is not None:
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise InputError(
+                    f"hf:{path}/config.json: {name} = {value!r}; a model needs at least one layer: check config.json"
+                )
+            return
 
 
 def approx_parameters(config) -> int:

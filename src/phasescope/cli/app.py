@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import functools
 import inspect
+import os
 import warnings
 
 import typer
@@ -40,7 +41,17 @@ app = typer.Typer(
     add_completion=False,
     cls=Group,
 )
-console = Console()
+MIN_COLUMNS = 20  # below this (COLUMNS=0, a typo) rich would print nothing or one word per line
+
+
+def _console() -> Console:
+    """rich's console; a COLUMNS it cannot use is replaced by the usual 80 columns."""
+    columns = os.environ.get("COLUMNS")
+    usable = columns is None or (columns.strip().isdigit() and int(columns) >= MIN_COLUMNS)
+    return Console() if usable else Console(width=80)
+
+
+console = _console()
 DEBUG = {"on": False}  # set by --debug before any command runs
 
 
@@ -96,22 +107,30 @@ rich_utils.rich_format_error = _one_line_parser_error  # typer calls it for ever
 
 def fail(message: str) -> None:
     """Print a user-facing error and exit with status 2 (no traceback)."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    # piped into a log an error stays one line (rich would wrap it at 80 columns mid-sentence)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=not console.is_terminal)
     raise typer.Exit(code=2)
+
+
+ELSEWHERE = "choose another --out"
+# a command without --out writes into the run directory it was given (analyze, report, export ...)
+COPY_ELSEWHERE = "copy the run directory somewhere writable (cp -r RUN COPY) and run the command on the copy"
 
 
 ENVIRONMENT_FIXES = {  # what to do about a file-system error phasescope did not cause
     errno.ENOSPC: "free space on that disk and rerun the same command: finished work is kept and resumes",
     errno.EDQUOT: "your disk quota is full: free space and rerun the same command; finished work is kept",
-    errno.EACCES: "you may not write or read there: fix its permissions or choose another --out",
-    errno.EPERM: "the operation is not permitted there: fix its permissions or choose another --out",
-    errno.EROFS: "that file system is read-only: choose another --out",
+    errno.EACCES: f"you may not write or read there: fix its permissions or {ELSEWHERE}",
+    errno.EPERM: f"the operation is not permitted there: fix its permissions or {ELSEWHERE}",
+    errno.EROFS: f"that file system is read-only: {ELSEWHERE}",
 }
 
 
-def _os_message(err: OSError) -> str:
+def _os_message(err: OSError, has_out: bool = True) -> str:
     where = f": {err.filename}" if err.filename else ""
     fix = ENVIRONMENT_FIXES.get(err.errno)
+    if fix and not has_out:
+        fix = fix.replace(ELSEWHERE, COPY_ELSEWHERE)
     return f"{err.strerror or err}{where}" + (f" ({fix})" if fix else "")
 
 
@@ -133,7 +152,8 @@ def guarded(command):
         except (InputError, OSError) as err:
             if DEBUG["on"]:
                 raise
-            fail(_os_message(err) if isinstance(err, OSError) else str(err))
+            has_out = "out" in inspect.signature(command).parameters
+            fail(_os_message(err, has_out) if isinstance(err, OSError) else str(err))
         except Exception as err:
             if DEBUG["on"]:
                 raise

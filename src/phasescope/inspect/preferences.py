@@ -227,8 +227,16 @@ def model_task(model_dir):
     if str(model_dir).startswith("hf:"):
         from phasescope.runfiles import read_json
 
-        path = Path(str(model_dir)[len("hf:") :]) / "phasescope.json"
-        task = read_json(path, "phasescope metadata").get("task") if path.exists() else None
+        directory = Path(str(model_dir)[len("hf:") :])
+        path = directory / "phasescope.json"
+        if not path.exists():
+            native = (directory / "train_config.json").exists()
+            raise InputError(
+                f"{directory} has no phasescope.json: hf: needs a transformers export of `phasescope train`, "
+                "which carries the task in it"
+                + (f"; {directory} is a phasescope model directory: give it without hf:" if native else "")
+            )
+        task = read_json(path, "phasescope metadata").get("task")
         if not isinstance(task, dict):
             raise InputError(
                 f"{path} has no task: this needs the model's own task rows (a HF export of `phasescope train`)"

@@ -194,6 +194,21 @@ class LMEvalProbe(Probe):
             "offset_zero": "lm-eval's own rendering (no padding)",
         }
 
+    def _check_every_task_reached(self, n_samples: int) -> None:
+        """The first ``n_samples`` documents go task by task: a task named but left without a
+        document would be dropped from the results without a word."""
+        names = [task.config.task for task in self.tasks.values()]
+        reached = {doc.task.config.task for doc in self.docs[:n_samples]}
+        left_out = [name for name in names if name not in reached]
+        if left_out:
+            counts = ", ".join(f"{n} {sum(d.task.config.task == n for d in self.docs)}" for n in names)
+            first = len(self.docs) - sum(d.task.config.task in left_out for d in self.docs) + 1
+            raise ProbeError(
+                f"--samples {n_samples} leaves task(s) {', '.join(left_out)} without a document: the first "
+                f"{n_samples} documents are taken task by task in the order named ({counts} documents); pass "
+                f"--samples {first} or more, or name fewer tasks"
+            )
+
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         """The first ``n_samples`` documents, task by task in the order named."""
         if n_samples > len(self.docs):
@@ -201,6 +216,7 @@ class LMEvalProbe(Probe):
                 f"{n_samples} content samples were asked but the lm-eval task(s) hold {len(self.docs)} documents; "
                 f"pass --samples {len(self.docs)} or fewer (the default is all of them)"
             )
+        self._check_every_task_reached(n_samples)
         if 0 not in offsets:
             raise ProbeError("--probe lm-eval: the offsets must include 0 (lm-eval's own rendering), e.g. 0:24")
         units = (self.filler,) if self.filler else FILLERS
