@@ -85,7 +85,11 @@ def test_raw_coverage_geometry():
 def test_run_theory_is_json_and_writes_figures(tmp_path):
     from phasescope.theory.figures import write_figures
 
-    result = run_theory(step=4, n_starts=2, seed=0, horizon=50.0)
+    seen = []
+    result = run_theory(step=4, n_starts=2, seed=0, horizon=50.0, on_setting=lambda k, cfg: seen.append((k, cfg)))
+    assert [k for k, _ in seen] == list(range(1, len(seen) + 1)) and len({cfg for _, cfg in seen}) == len(seen)
+    assert seen[0][1].step == 4 and len(seen) > 10  # every distinct setting announced once, the main one first
+    assert result == run_theory(step=4, n_starts=2, seed=0, horizon=50.0)  # watching changes nothing
     text = json.dumps(result)
     assert json.loads(text)["config"]["step"] == 4
     assert [row["step"] for row in result["by_step"]] == [2, 4, 6, 8]

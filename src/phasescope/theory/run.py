@@ -66,16 +66,20 @@ def run_theory(
     horizon: float = 6000.0,
     init_scale: float = 0.01,
     n_trajectories: int = 6,
+    on_setting=None,
 ) -> dict:
     """Integrate the gradient flow from ``n_starts`` near-uniform starts per setting and answer
     the module docstring's questions. Every setting draws its starts from
     ``numpy.random.default_rng([seed, k])`` (k numbers the distinct settings in order of first
-    use), so results are reproducible."""
+    use), so results are reproducible. ``on_setting(k, cfg)``, when given, is called before the
+    k-th distinct setting is integrated (a progress display: larger ``n_starts`` take minutes)."""
     base = FlowConfig(step, capacity, noise, vocab, local, 4, horizon, init_scale, "zero")
     memo: dict[FlowConfig, dict] = {}  # a setting that recurs (s = step, local = 0, ...) is run once
 
     def run(cfg):
         if cfg not in memo:
+            if on_setting is not None:
+                on_setting(len(memo) + 1, cfg)
             memo[cfg] = integrate(cfg, n_starts, np.random.default_rng([seed, len(memo)]))
         return memo[cfg]
 
