@@ -130,6 +130,19 @@ def bars_by_phase(ax) -> dict:
     return {round(b.get_x() + b.get_width() / 2): b for b in bars}
 
 
+def marks_by_phase(ax) -> dict:
+    """phase -> (colour as RGB, boundary marked) of the per-phase bars, or of the squares drawn
+    instead of bars on an axis that does not start at 0 (boundary: outlined in black)."""
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    if bars:
+        return {p: (b.get_facecolor()[:3], b.get_hatch() == BOUNDARY) for p, b in bars_by_phase(ax).items()}
+    squares = [line for line in ax.lines if line.get_marker() == "s"]
+    return {
+        round(line.get_xdata()[0]): (to_rgba(line.get_color())[:3], to_rgba(line.get_markeredgecolor()) == (0, 0, 0, 1))
+        for line in squares
+    }
+
+
 def svg_texts(path) -> list[ET.Element]:
     return [e for e in ET.parse(path).iter() if e.tag.endswith("}text")]
 
@@ -185,6 +198,17 @@ def test_an_axis_that_needs_all_of_0_1_has_no_strip(drawn, tmp_path):
     figures.phase_accuracy(hand_metrics(acc=(0.05, 0.5, 0.9, 0.97)), tmp_path / "phase_accuracy.png")
     ax = drawn[0].axes[0]
     assert ax.get_ylabel() == "accuracy" and not ax.child_axes
+    assert [c for c in ax.containers if isinstance(c, BarContainer)]  # an axis from 0: bars
+
+
+def test_an_axis_cut_above_0_draws_dots_not_bars(drawn, tmp_path):
+    """Bars on an axis from 0.53 make an 8 pp gap look several times larger: squares instead."""
+    figures.phase_accuracy(hand_metrics(), tmp_path / "phase_accuracy.png")
+    ax = drawn[0].axes[0]
+    assert ax.get_ylim()[0] > 0 and not [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert sorted(marks_by_phase(ax)) == list(range(STEP))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("dots: axis cut above 0" in text for text in legend)
 
 
 @pytest.mark.parametrize(
@@ -194,24 +218,25 @@ def test_an_axis_that_needs_all_of_0_1_has_no_strip(drawn, tmp_path):
         ((0.66, 0.69, 0.64, 0.60), "effect", 3),  # worst and boundary: red and hatched
     ],
 )
-def test_the_worst_phase_is_red_and_the_boundary_only_hatched(drawn, tmp_path, acc, verdict, worst):
+def test_the_worst_phase_is_red_and_the_boundary_only_marked(drawn, tmp_path, acc, verdict, worst):
     metrics = hand_metrics(acc=acc, worst=worst, verdict=verdict)
     figures.phase_accuracy(metrics, tmp_path / "phase_accuracy.png")
     figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
     for fig in drawn:
-        bars = bars_by_phase(fig.axes[0])
-        for phase, bar in bars.items():
-            assert bar.get_facecolor() == to_rgba(WORST if phase == worst else OTHER, 0.6), (phase, fig)
-            assert bar.get_hatch() == (BOUNDARY if phase == STEP - 1 else None)
+        marks = marks_by_phase(fig.axes[0])
+        assert sorted(marks) == list(range(STEP))
+        for phase, (colour, boundary) in marks.items():
+            assert colour == to_rgba(WORST if phase == worst else OTHER)[:3], (phase, fig)
+            assert boundary == (phase == STEP - 1)
         legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
         assert any(text.startswith(f"worst phase {worst} (") for text in legend)
-        assert f"boundary phase {STEP - 1}" in legend
+        assert any(text.startswith(f"boundary phase {STEP - 1} (") for text in legend)
 
 
 def test_no_phase_is_red_when_every_phase_is_equal(drawn, tmp_path):
     figures.phase_accuracy(hand_metrics(acc=(1.0,) * 4, verdict="ceiling"), tmp_path / "phase_accuracy.png")
-    bars = bars_by_phase(drawn[0].axes[0])
-    assert all(bar.get_facecolor() == to_rgba(OTHER, 0.6) for bar in bars.values())
+    marks = marks_by_phase(drawn[0].axes[0])
+    assert len(marks) == 4 and all(colour == to_rgba(OTHER)[:3] for colour, _ in marks.values())
 
 
 def test_no_phase_is_red_when_the_verdict_found_no_effect(drawn, tmp_path):
@@ -223,7 +248,8 @@ def test_no_phase_is_red_when_the_verdict_found_no_effect(drawn, tmp_path):
     figures.phase_accuracy(metrics, tmp_path / "phase_accuracy.png")
     figures.margin_by_phase(metrics, tmp_path / "margin_by_phase.png")
     for fig in drawn:
-        assert all(bar.get_facecolor() == to_rgba(OTHER, 0.6) for bar in bars_by_phase(fig.axes[0]).values())
+        marks = marks_by_phase(fig.axes[0])
+        assert len(marks) == 4 and all(colour == to_rgba(OTHER)[:3] for colour, _ in marks.values())
 
 
 def test_offsets_take_the_colours_of_their_phases(drawn, tmp_path):

@@ -126,6 +126,12 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
     assert {"task", "doc_id", "metric.acc,none", "padding_tokens"} <= set(tables.records.columns)
     assert len(tables.records) == 44 * len(OFFSETS)
 
+    page = phasescope.report(setup["run"]).read_text()  # report.html carries each task's own metrics
+    for task, metric in (("ps_capitals", "acc_norm,none"), ("ps_phrases", "exact_match,first-word")):
+        assert f"lm-eval task {task}: its metrics per phase" in page and f"<td>{metric}</td>" in page
+    offset_0 = metrics.task_metrics["ps_capitals"]["acc,none"]["offset_0"]
+    assert f"<td>acc,none</td><td>{offset_0:.3f}</td>" in page
+
 
 def test_the_served_backend_gives_the_same_records(setup, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM

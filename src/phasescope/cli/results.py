@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from phasescope.cli.app import command, console
 from phasescope.rundir import RunDir
@@ -27,31 +26,11 @@ def analyze(
     print_metrics(metrics, title=run_dir)
     if metrics.records_note:
         console.print(f"[yellow]note:[/] {metrics.records_note}", highlight=False)
-    for table in task_metric_tables(metrics.task_metrics or {}):
+    from phasescope.reporting.terminal import task_tables
+
+    for table in task_tables(metrics.task_metrics or {}):
         console.print(table)
     console.print(f"wrote {RunDir(run_dir).metrics}", highlight=False)
-
-
-def task_metric_tables(per_task: dict) -> list[Table]:
-    """lm-eval tasks: each metric per phase, with its 95% interval by document, and at offset 0."""
-    tables = []
-    for task, metrics in per_task.items():
-        table = Table(title=f"lm-eval task {task}: its metrics per phase (offset 0 = lm-eval's own rendering)")
-        for col in ("metric", "offset 0", *(f"phase {p['phase']}" for p in next(iter(metrics.values()))["phases"])):
-            table.add_column(col, justify="right")
-        table.add_column("max-min pp (raw)", justify="right")
-        for metric, summary in metrics.items():
-            cells = [_value_ci(p["value"], p["ci"]) for p in summary["phases"]]
-            gap = summary["gap_raw_pp"]
-            table.add_row(metric, _value_ci(summary["offset_0"], None), *cells, "-" if gap is None else f"{gap:.1f}")
-        tables.append(table)
-    return tables
-
-
-def _value_ci(value, ci) -> str:
-    if value is None:
-        return "not estimable"
-    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
 @command()

@@ -34,6 +34,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
@@ -60,25 +61,28 @@ def worst_phase(metrics: Metrics) -> tuple[int | None, str]:
 
 def phase_accuracy(metrics: Metrics, path: Path, title: str = "") -> None:
     """Raw accuracy per phase (bars, 95% intervals clustered by content when there are enough
-    contents) and the drift-adjusted accuracy (dots, with the phase effect's interval)."""
+    contents; dots when the axis does not start at 0, where a bar's length would misstate it) and
+    the drift-adjusted accuracy (dots, with the phase effect's interval)."""
     rows = [r for r in metrics.phases if r.accuracy is not None]
     phases = [r.phase for r in rows]
     acc = np.array([r.accuracy for r in rows])
     err = _raw_errors(rows, acc)
+    adjusted = [r for r in rows if r.adjusted_accuracy is not None]
+    y, y_err = _adjusted(adjusted) if adjusted else (None, None)
+    spans = ([_span(acc, err)] if rows else []) + ([_span(y, y_err)] if adjusted else [])
+    low, high = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else (0.0, 1.0)
+    dots = _unit_window(low, high)[0] > 0  # the axis is cut above 0: bars would exaggerate differences
     fig, ax = plt.subplots(figsize=(7, 3.4))
     label = "raw, 95% CI by content" if err is not None else "raw (no interval: too few contents)"
-    handles = _phase_bars(ax, metrics, phases, acc, err, label)
-    spans = [_span(acc, err)] if rows else []
-    if adjusted := [r for r in rows if r.adjusted_accuracy is not None]:
+    handles = _phase_bars(ax, metrics, phases, acc, err, label + ("; dots: axis cut above 0" if dots else ""), dots)
+    if adjusted:
         x = np.array([r.phase for r in adjusted]) + 0.25
-        y, y_err = _adjusted(adjusted)
         label = "drift-adjusted, phase effect's 95% CI"
         handles.append(ax.errorbar(x, y, yerr=y_err, fmt="o", color=ADJUSTED, capsize=3, label=label))
-        spans.append(_span(y, y_err))
     ax.set_xlabel("phase of the anchor ((position - align) mod step)")
     ax.set_ylabel("accuracy")
     if spans:
-        _fit_unit_axis(ax, min(low for low, _ in spans), max(high for _, high in spans))
+        _fit_unit_axis(ax, low, high)
     _legend(ax, handles)
     ax.set_title(title or gap_title(metrics), fontsize=9)
     _save(fig, path)
@@ -219,23 +223,42 @@ def _interval_errors(center: np.ndarray, ci: list) -> np.ndarray:
     return np.clip(np.array([center - ci[:, 0], ci[:, 1] - center]), 0, None)
 
 
-def _phase_bars(ax, metrics: Metrics, phases: list[int], values, err, label: str) -> list:
+def _phase_bars(ax, metrics: Metrics, phases: list[int], values, err, label: str, dots: bool = False) -> list:
     """Bars per phase in the module's colours (``WORST``, ``OTHER``, ``BOUNDARY`` hatch), integer
-    phase ticks; returns the legend handles."""
+    phase ticks; ``dots``: squares instead of bars (an axis that does not start at 0), the
+    boundary phase's square outlined. Returns the legend handles."""
     worst, basis = worst_phase(metrics)
     boundary = metrics.step - 1
     colors = [WORST if p == worst else OTHER for p in phases]
-    bars = ax.bar(phases, values, yerr=err, color=colors, alpha=0.6, capsize=4)
-    for bar, phase in zip(bars, phases, strict=True):
-        if phase == boundary:
-            bar.set_hatch(BOUNDARY)
-            bar.set_edgecolor("black")
+    if dots:
+        for i, (phase, color) in enumerate(zip(phases, colors, strict=True)):
+            yerr = None if err is None else err[:, i : i + 1]
+            edge = "black" if phase == boundary else color
+            ax.errorbar([phase], [values[i]], yerr=yerr, fmt="s", color=color, mec=edge, mew=1.5, ms=8, capsize=4)
+    else:
+        bars = ax.bar(phases, values, yerr=err, color=colors, alpha=0.6, capsize=4)
+        for bar, phase in zip(bars, phases, strict=True):
+            if phase == boundary:
+                bar.set_hatch(BOUNDARY)
+                bar.set_edgecolor("black")
     ax.set_xticks(phases)
-    handles = [Patch(color=OTHER, alpha=0.6, label=label)]
+
+    def handle(color, text):
+        return (
+            Line2D([], [], marker="s", ls="", color=color, ms=8, label=text)
+            if dots
+            else Patch(color=color, alpha=0.6, label=text)
+        )
+
+    handles = [handle(OTHER, label)]
     if worst in phases:
-        handles.append(Patch(color=WORST, alpha=0.6, label=f"worst phase {worst} ({basis})"))
+        handles.append(handle(WORST, f"worst phase {worst} ({basis})"))
     if boundary in phases:
-        handles.append(Patch(facecolor="none", edgecolor="black", hatch=BOUNDARY, label=f"boundary phase {boundary}"))
+        mark = "outlined" if dots else "hatched"
+        hatch = None if dots else BOUNDARY
+        handles.append(
+            Patch(facecolor="none", edgecolor="black", hatch=hatch, label=f"boundary phase {boundary} ({mark})")
+        )
     return handles
 
 
@@ -248,8 +271,7 @@ def _span(values: np.ndarray, err: np.ndarray | None) -> tuple[float, float]:
 def _fit_unit_axis(ax, low: float, high: float) -> None:
     """A 0-1 y axis scaled to [low, high] plus a margin; where the window is not all of 0-1 the
     label names it and a strip right of the axes draws 0-1 with the window shaded."""
-    pad = max(0.15 * (high - low), 0.02)
-    bottom, top = max(low - pad, -0.02), min(high + pad, 1.02)  # a bar or cap at 0 or 1 stays off the frame
+    bottom, top = _unit_window(low, high)
     ax.set_ylim(bottom, top)
     ax.yaxis.set_major_locator(UnitTicks())  # the margin never shows as accuracy 1.02 or -0.02
     shown = max(bottom, 0.0), min(top, 1.0)
@@ -264,6 +286,13 @@ def _fit_unit_axis(ax, low: float, high: float) -> None:
     strip.yaxis.tick_right()
     strip.yaxis.set_label_position("right")
     strip.set_ylabel("shown part of 0–1", fontsize=7)
+
+
+def _unit_window(low: float, high: float) -> tuple[float, float]:
+    """The y limits of a 0-1 axis showing [low, high] with a margin (a bar or cap at 0 or 1 stays
+    off the frame)."""
+    pad = max(0.15 * (high - low), 0.02)
+    return max(low - pad, -0.02), min(high + pad, 1.02)
 
 
 class UnitTicks(MaxNLocator):

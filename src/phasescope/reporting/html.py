@@ -21,6 +21,7 @@ from phasescope.reporting.text import (
     phase_margins,
     probability_line,
     probability_table,
+    task_metric_tables,
     window_line,
 )
 from phasescope.rundir import RunDir
@@ -77,6 +78,23 @@ def _probability_table(metrics: Metrics) -> str:
     )
 
 
+def _task_tables(metrics: Metrics) -> str:
+    """lm-eval runs: each task's own metrics per phase (the accuracy table above pools the tasks)."""
+    tables = task_metric_tables(metrics.task_metrics or {})
+    if not tables:
+        return ""
+    out = [
+        "<h2>lm-eval tasks: their own metrics per phase</h2><p>The per-phase accuracy above pools every task and "
+        "scores each by its rule; these are each task's own metrics (acc, acc_norm, exact_match, ...) as lm-eval "
+        "computes them, at offset 0 and per phase with a 95% interval by document.</p>"
+    ]
+    for title, head, rows in tables:
+        cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        out.append(f"<h3>{html.escape(title)}</h3><table><tr>{header}</tr>{cells}</table>")
+    return "".join(out)
+
+
 def _verdict(metrics: Metrics) -> str:
     """The one-sentence reading first."""
     return f'<p class="verdict"><b>Verdict:</b> {html.escape(metrics.verdict.sentence)}</p>'
@@ -105,6 +123,7 @@ def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str
 {_verdict(metrics)}
 {_summary(metrics)}
 <h2>Per-phase accuracy</h2>{_phase_table(metrics)}
+{_task_tables(metrics)}
 {_probability_table(metrics)}
 <h2>Figures</h2>{figures}{optional_sections(run_dir)}
 <h2>Spec</h2><pre>{html.escape(json.dumps(spec, indent=2))}</pre>

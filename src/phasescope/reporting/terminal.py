@@ -16,6 +16,7 @@ from phasescope.reporting.text import (
     phase_margins,
     probability_line,
     probability_table,
+    task_metric_tables,
     window_line,
 )
 
@@ -87,3 +88,16 @@ def probability_renderables(metrics: Metrics) -> list:
     for row in rows:
         table.add_row(*row)
     return [table, probability_line(metrics)]
+
+
+def task_tables(per_task: dict) -> list[Table]:
+    """lm-eval tasks: each metric per phase, with its 95% interval by document, and at offset 0."""
+    out = []
+    for title, head, rows in task_metric_tables(per_task):
+        table = Table(title=title)
+        for column in head:
+            table.add_column(column, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        out.append(table)
+    return out

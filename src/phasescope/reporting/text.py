@@ -133,6 +133,32 @@ def probability_line(metrics: Metrics) -> str | None:
     return f"candidate probabilities: {table['method']}" + (f"; {table['note']}" if table.get("note") else "")
 
 
+def task_metric_tables(per_task: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """lm-eval tasks (metrics.json's ``task_metrics``): per task a title, a header and rows of each
+    metric at offset 0 (lm-eval's own number) and per phase with its 95% interval by document."""
+    tables = []
+    for task, metrics in per_task.items():
+        phases = [f"phase {p['phase']}" for p in next(iter(metrics.values()))["phases"]]
+        head = ["metric", "offset 0", *phases, "max-min pp (raw)"]
+        rows = [
+            [
+                metric,
+                value_ci(summary["offset_0"], None),
+                *(value_ci(p["value"], p["ci"]) for p in summary["phases"]),
+                number(summary["gap_raw_pp"], ".1f"),
+            ]
+            for metric, summary in metrics.items()
+        ]
+        tables.append((f"lm-eval task {task}: its metrics per phase (offset 0 = lm-eval's own rendering)", head, rows))
+    return tables
+
+
+def value_ci(value, ci) -> str:
+    if value is None:
+        return "not estimable"
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def duration(seconds: float) -> str:
     """3 s, 4.2 min, 2.5 h."""
     if seconds < 90:
