@@ -105,15 +105,16 @@ def deepseek_v4_one_item(context: int) -> None:
     from phasescope.api import resolve_model
     from phasescope.backends.base import ScoringPlan
     from phasescope.backends.tokenizers import named_tokenizer
-    from phasescope.probes import build_probe
+    from phasescope.probes import build_probe, probe_spec
     from phasescope.probes.base import ProbeContext
-    from phasescope.specs import Geometry, GeometryOverrides, ProbeSpec
+    from phasescope.specs import Geometry, GeometryOverrides
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         backend = resolve_model(f"hf:{tiny_deepseek_v4(Path(tmp) / 'v4', named_tokenizer('deepseek-v4'))}")
         geometry = Geometry.resolve(backend.info.geometry, GeometryOverrides(), "tiny DeepSeek-V4")
-        ctx = ProbeContext(ProbeSpec(context_tokens=context), geometry, backend.info.tokenizer, backend.info.bos_id)
+        spec = probe_spec("kv-retrieval", {"context_tokens": context})
+        ctx = ProbeContext(spec, geometry, backend.info.tokenizer, backend.info.bos_id)
         probe = build_probe(ctx)
         item = next(iter(probe.stream(list(OFFSETS), 1, np.random.default_rng(0))))[0]
         built = time.perf_counter()

@@ -18,7 +18,7 @@ import phasescope
 from phasescope.api import prepare_sweep
 from phasescope.backends.base import ScoringPlan
 from phasescope.demo import ASSETS
-from phasescope.specs import sweep_settings
+from phasescope.run.settings import sweep_settings
 
 OFFSETS = list(range(24))
 

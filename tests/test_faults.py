@@ -233,7 +233,7 @@ def test_probe_file_with_the_wrong_probe_is_refused(tmp_path, model_dir):
     probe = tmp_path / "p.json"
     probe.write_text(json.dumps({"prompt": "x{pad}", "candidates": {"right": "1"}}))
     result = cli("sweep", "--model", str(model_dir), "--out", str(tmp_path / "r"), "--probe-file", str(probe), *FAST)
-    refused(result, "--probe-file is for --probe padding-completion")
+    refused(result, "--probe-file: not used by the kv-retrieval probe; drop it")
 
 
 def test_a_missing_manifest_is_recreated_only_when_no_record_needs_it(swept, model_dir, tmp_path):

@@ -1,6 +1,6 @@
 """The size limits issue #20 set on the layers a change most often touches: no function in cli/,
 api, run/, backends/ or probes/ over 60 lines; the sweep command and phasescope.sweep hold no
-logic of their own (30 lines at most; the option table and specs.sweep_settings do the work)."""
+logic of their own (30 lines at most; the option table and run.settings.sweep_settings do the work)."""
 
 import ast
 from pathlib import Path

@@ -3,6 +3,7 @@ offset d and every design it takes (issue #20: a new probe is one module and one
 this test then covers it, or fails naming what it needs)."""
 
 import importlib
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,10 @@ import pytest
 
 from phasescope.backends.tokenizers import named_tokenizer
 from phasescope.data.retrieval import RetrievalTask
-from phasescope.probes import PROBES, build_probe, probe_module
+from phasescope.probes import PROBES, build_probe, declared_options, options_class, probe_module, probe_spec
 from phasescope.probes.base import ProbeContext, ProbeError, judge
-from phasescope.specs import DESIGNS, Geometry, ProbeSpec
+from phasescope.probes.options import ProbeOptions
+from phasescope.specs import DESIGNS, Geometry
 
 TASK = RetrievalTask(
     n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
@@ -23,7 +25,7 @@ GEOMETRY = Geometry(step=4, window=4, align=0, local=8, source="test")
 # what a probe named NAME:ARGUMENT is given here, and the options it needs (lm-eval: local YAML tasks)
 ARGUMENTS = {
     "prompts": ("examples/prompts.jsonl", {}),
-    "lm-eval": ("ps_capitals,ps_phrases", {"include_path": "tests/data/lm_eval"}),
+    "lm-eval": ("ps_capitals", {"include_path": "tests/data/lm_eval"}),  # the first 3 documents: one task
 }
 
 
@@ -32,12 +34,16 @@ def cases() -> list[tuple[str, str, bool]]:
     also on the ids of a native model's task (text False)."""
     out = []
     for name in PROBES:
-        module = probe_module(ProbeSpec(name=f"{name}:x" if name in ARGUMENTS else name))
-        designs = DESIGNS if "design" in module.OPTIONS else ("shift-needle",)
+        module = probe_module(f"{name}:x" if name in ARGUMENTS else name)
+        designs = DESIGNS if "design" in own_options(module) else ("shift-needle",)
         out += [(name, design, True) for design in designs]
         if name == "kv-retrieval":
             out += [(name, design, False) for design in designs]
     return out
+
+
+def own_options(module) -> set[str]:
+    return {f.name for f in fields(options_class(module))}
 
 
 def test_every_probe_with_an_argument_is_given_one_here():
@@ -54,9 +60,9 @@ def tokenizer():
 def test_each_registered_probe_puts_the_anchor_at_base_plus_the_offset(name, design, text, tokenizer, monkeypatch):
     monkeypatch.chdir(ROOT)  # the argument files and the lm-eval tasks' data are named from the repository root
     argument, options = ARGUMENTS.get(name, (None, {}))
-    spec = ProbeSpec(name=f"{name}:{argument}" if argument else name, design=design, **options)
+    spec = probe_spec(f"{name}:{argument}" if argument else name, {"design": design, **options})
     if name == "kv-retrieval" and design == "shift-needle":
-        spec = ProbeSpec(name=name, design=design, kv_gaps=(0, 1))  # both renderings, each at every offset
+        spec = probe_spec(name, {"design": design, "kv_gaps": (0, 1)})  # both renderings, each at every offset
     task = None if text else TASK
     ctx = ProbeContext(spec, GEOMETRY, tokenizer=tokenizer if text else None, task=task)
     items = build_probe(ctx).items(OFFSETS, 3, np.random.default_rng(0))
@@ -71,20 +77,44 @@ def test_each_registered_probe_puts_the_anchor_at_base_plus_the_offset(name, des
         assert judge(item, right) and not judge(item, wrong)
 
 
+def a_value_other_than(default):
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, tuple):
+        return (*default, 99)
+    if isinstance(default, float):
+        return default / 2
+    return "x" if default is None or isinstance(default, str) else default + 1
+
+
 @pytest.mark.parametrize("kind", sorted(PROBES))
 def test_an_option_the_probe_does_not_read_is_refused_by_the_flag_given(kind):
-    """Every probe refuses an option it does not read, naming it as it was typed: a boolean turned
-    off by its own flag (``--mixed-phase``) is named by that flag, not by its field."""
+    """Every probe refuses every other probe's option given a value, naming it as it was typed: a
+    boolean turned off by its own flag (``--mixed-phase``) is named by that flag, not by its field;
+    the same option at its default (the command line passes them all) is accepted."""
     argument, options = ARGUMENTS.get(kind, (None, {}))
     name = f"{kind}:{argument}" if argument else kind
-    module = probe_module(ProbeSpec(name))
-    off = {"same_phase": (False, "--mixed-phase"), "chat_template": (True, "--chat-template")}
-    others = {"probe_file": ("x.json", "--probe-file"), "include_path": ("tasks", "--include-path"), **off}
-    unread = {name: given for name, given in others.items() if name not in module.OPTIONS}
-    if not unread:
-        pytest.skip(f"the {kind} probe reads every option tried here")
-    for option, (value, flag) in sorted(unread.items()):
-        spec = ProbeSpec(name, **(options | {option: value}))
-        ctx = ProbeContext(spec=spec, geometry=GEOMETRY, tokenizer=named_tokenizer("qwen3"), task=TASK)
+    own = own_options(probe_module(name))
+    others = {n: f for n, f in declared_options().items() if n not in own}
+    if not others:
+        pytest.skip(f"the {kind} probe reads every declared option")
+    for option, declared in sorted(others.items()):
+        value = a_value_other_than(declared.default)
+        off = declared.metadata["off_flag"]
+        flag = off if value is False and off else "--" + option.replace("_", "-")
         with pytest.raises(ProbeError, match=f"^{flag}: not used by the {kind} probe"):
-            build_probe(ctx)
+            probe_spec(name, options | {option: value})
+        assert probe_spec(name, options | {option: declared.default}).name == name
+
+
+def test_every_probe_declares_its_options_with_help_and_one_meaning_per_name():
+    """A probe's options are its module's Options (ProbeOptions fields with --help text); a name two
+    probes share is one option (same default and help), so the command line has one flag for it."""
+    seen = {}
+    for name, module in [(n, importlib.import_module(path)) for n, path in PROBES.items()]:
+        cls = options_class(module)
+        assert issubclass(cls, ProbeOptions), f"{name}: Options must subclass probes.options.ProbeOptions"
+        for f in fields(cls):
+            assert f.metadata.get("help"), f"{name}: option {f.name} has no help"
+            first = seen.setdefault(f.name, (name, f.default, f.metadata["help"]))
+            assert first[1:] == (f.default, f.metadata["help"]), f"{f.name}: {name} and {first[0]} declare it apart"

@@ -2,6 +2,8 @@
 command line and ``phasescope.sweep``, and one reproducing command (``SweepSpec.to_argv``)
 that the command line reads back into the same spec."""
 
+import importlib
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,15 +15,19 @@ import phasescope.api
 from phasescope.cli import app
 from phasescope.cli.sweep import sweep_specs
 from phasescope.errors import InputError
-from phasescope.specs import OPTION_SECTION, BackendOptions, RunOptions, SweepSpec, sweep_settings
+from phasescope.probes import PROBES, probe_spec
+from phasescope.run.settings import option_sections, sweep_settings
+from phasescope.specs import BackendOptions, RunOptions, SweepSpec
+
+OPTION_SECTION = option_sections()
 
 NON_DEFAULT = {
-    "probe": "haystack",
+    "probe": "kv-retrieval",
     "design": "pad-prefix",
     "depth": 0.25,
     "kv_gaps": (0, 3),
     "context_tokens": 900,
-    "pair_format": "arrow",
+    "pair_format": "codes",
     "filler": "lorem",
     "chat_template": True,
     "step": 4,
@@ -50,7 +56,8 @@ def parsed_by_the_command_line(argv: list[str]) -> dict:
 
 def test_every_option_lands_in_its_spec():
     spec, run = sweep_settings("runs/s4", **NON_DEFAULT)
-    assert spec.probe.name == "haystack" and spec.probe.kv_gaps == (0, 3) and spec.probe.depth == 0.25
+    options = spec.probe.options
+    assert spec.probe.name == "kv-retrieval" and options.kv_gaps == (0, 3) and options.depth == 0.25
     assert (spec.geometry.step, spec.geometry.align, spec.geometry.window, spec.geometry.local) == (4, 1, 8, 64)
     assert spec.offsets == NON_DEFAULT["offsets"] and (spec.samples, spec.seed) == (12, 3)
     assert spec.remedies.phase_ensemble and spec.remedies.ensemble_pad_id == 7
@@ -68,7 +75,7 @@ def test_the_reproducing_command_reads_back_into_the_same_spec():
 def test_defaults_agree_between_the_command_line_and_python():
     from_cli = sweep_specs(parsed_by_the_command_line(["--model", "runs/s4", "--out", "runs/x"]))
     assert from_cli == sweep_settings("runs/s4", out="runs/x", progress=True)
-    assert from_cli[0] == SweepSpec("runs/s4")
+    assert from_cli[0] == replace(SweepSpec("runs/s4"), probe=probe_spec("kv-retrieval", {}))
 
 
 def test_an_unknown_option_is_refused_with_the_closest_name():
@@ -91,13 +98,13 @@ def test_python_keywords_reach_the_specs(monkeypatch):
 
     monkeypatch.setattr(phasescope.api, "sweep_spec", capture)
     backend = BackendOptions(dtype="float16")
-    phasescope.sweep("hf:some/dir", "haystack", step=4, offsets=range(8), tokenizer="qwen3", options=backend)
+    phasescope.sweep("hf:some/dir", "kv-retrieval", step=4, offsets=range(8), tokenizer="qwen3", options=backend)
     spec = seen["spec"]
-    assert spec.model == "hf:some/dir" and spec.probe.name == "haystack" and spec.offsets == tuple(range(8))
+    assert spec.model == "hf:some/dir" and spec.probe.name == "kv-retrieval" and spec.offsets == tuple(range(8))
     assert spec.backend == BackendOptions(dtype="float16", tokenizer="qwen3")  # a name is how the model loads
     assert seen["tokenizer"] is None
-    phasescope.sweep(Path("runs/s4"), include_path=Path("tasks"))
-    assert seen["spec"].model == "runs/s4" and seen["spec"].probe.include_path == "tasks"
+    phasescope.sweep(Path("runs/s4"), "lm-eval:t", include_path=Path("tasks"))
+    assert seen["spec"].model == "runs/s4" and seen["spec"].probe.options.include_path == "tasks"
 
 
 def test_every_command_line_option_is_a_spec_field():
@@ -109,8 +116,60 @@ def test_every_command_line_option_is_a_spec_field():
 
 
 def test_lists_and_ranges_from_python_become_the_same_spec():
-    from phasescope.specs import ProbeSpec
-
     assert SweepSpec("m", offsets=range(8)) == SweepSpec("m", offsets=tuple(range(8)))
-    assert ProbeSpec(kv_gaps=[0, 1]) == ProbeSpec(kv_gaps=(0, 1))
-    hash(SweepSpec("m", probe=ProbeSpec(kv_gaps=[0, 1]), offsets=[0, 1, 2, 3, 4, 5, 6, 7]))  # frozen: hashable
+    assert probe_spec("kv-retrieval", {"kv_gaps": [0, 1]}) == probe_spec("kv-retrieval", {"kv_gaps": (0, 1)})
+    probe = probe_spec("kv-retrieval", {"kv_gaps": range(2)})
+    hash(SweepSpec("m", probe=probe, offsets=[0, 1, 2, 3, 4, 5, 6, 7]))  # frozen: hashable
+
+
+LEGACY_PROBE = {  # sweep.probe as spec.json held it before each probe owned its options: every probe's option
+    "design": "shift-needle",
+    "depth": 0.5,
+    "kv_gaps": [0],
+    "context_tokens": None,
+    "pair_format": "auto",
+    "filler": None,
+    "chat_template": False,
+    "probe_file": None,
+    "include_path": None,
+    "same_phase": True,
+}
+
+
+def test_a_kv_retrieval_run_written_before_probes_owned_their_options_resumes(tmp_path):
+    """spec.json of the previous release records every probe's options; a run made then resumes,
+    and a real difference in one of its own options is still refused."""
+    from phasescope.train.shipped import DEMO
+
+    model, run = str(DEMO / "tiny-s4"), tmp_path / "run"
+    common = dict(samples=2, offsets=range(8), out=run)
+    first = phasescope.sweep(model, kv_gaps=(0, 1), **common)
+    spec = json.loads((run / "spec.json").read_text())
+    own = spec["sweep"]["probe"]
+    spec["sweep"]["probe"] = {"name": own["name"]} | LEGACY_PROBE | {k: v for k, v in own.items() if k != "name"}
+    (run / "spec.json").write_text(json.dumps(spec))
+    again = phasescope.sweep(model, kv_gaps=(0, 1), **common)
+    assert again.scored == 0 and len(again.records) == len(first.records)
+    with pytest.raises(InputError, match=r"holds a different sweep .*sweep\.probe\.kv_gaps: \[0, 1\] in the run"):
+        phasescope.sweep(model, kv_gaps=(0, 2), **common)
+
+
+@pytest.mark.parametrize("kind", sorted(PROBES))
+def test_every_probes_legacy_spec_reads_as_its_own_options(kind):
+    """For every registered probe, the old layout (every probe's option, the others at their
+    defaults) reads as the probe's own options; another probe's option at a non-default value
+    stays, and so is a difference a resume refuses."""
+    from phasescope.probes import options_class
+    from phasescope.rundir import upgrade_spec
+
+    module = importlib.import_module(PROBES[kind])
+    name = f"{kind}:x" if hasattr(module, "ARGUMENT") else kind
+    defaults = options_class(module)().to_json()
+    current = {"name": name} | defaults
+    legacy = {"name": name} | LEGACY_PROBE | defaults
+    saved = {"probe": {"probe": kind}, "sweep": {"model": "m", "probe": legacy}}
+    assert upgrade_spec(saved, defaults)["sweep"]["probe"] == current
+    odd = next(k for k in LEGACY_PROBE if k not in defaults) if set(LEGACY_PROBE) - set(defaults) else None
+    if odd is not None:
+        saved["sweep"]["probe"][odd] = "something else"
+        assert upgrade_spec(saved, defaults)["sweep"]["probe"][odd] == "something else"

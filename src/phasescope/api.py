@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
 from phasescope.results import analyze, compare, compared_runs, current_metrics, records_digest, report
-from phasescope.specs import BackendOptions, RunOptions, SweepSpec, sweep_settings
+from phasescope.specs import BackendOptions, RunOptions, SweepSpec
 
 __all__ = ["analyze", "compare", "compared_runs", "current_metrics", "records_digest", "report", "sweep"]
 
@@ -52,7 +52,7 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
     transformers model or any callable ``input_ids [B,T] -> logits [B,T,V]``. ``options`` are
     `phasescope sweep`'s options by their Python names (``step``, ``offsets=range(24)``,
     ``samples``, ``design``, ``kv_gaps=(0, 1)``, ``out``, ``batch_size``, ``dry_run``, ...; the
-    list: ``phasescope.specs.OPTION_SECTION``, what each means: ``phasescope sweep --help``,
+    list: ``phasescope.run.settings.option_sections()``, what each means: ``phasescope sweep --help``,
     docs/sweeps.md); ``options=BackendOptions(...)`` may stand for the model-loading ones.
     ``task`` (a RetrievalTask), ``tokenizer`` (an object) and ``completion`` (CompletionSpec or a
     list) are what the probe is built from when the model does not bring them. ``dry_run=True``
@@ -62,6 +62,8 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
         options["backend"] = options.pop("options")
     if isinstance(tokenizer, (str, Path)):  # a tokenizer directory or name: how the model loads, not an object
         options["tokenizer"], tokenizer = str(tokenizer), None
+    from phasescope.run.settings import sweep_settings
+
     name = model if isinstance(model, str) else str(model) if isinstance(model, Path) else "python"
     spec, run = sweep_settings(name, probe=probe, **options)
     return sweep_spec(spec, run, model=model, command=command, task=task, tokenizer=tokenizer, completion=completion)
@@ -70,7 +72,7 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
 def sweep_spec(spec: SweepSpec, run: RunOptions, model=None, command: str | None = None, **inputs):
     """The sweep ``spec`` describes, run as ``run`` says; ``model`` (default: ``spec.model``)
     may be an in-memory model; ``inputs``: task, tokenizer, completion (see ``sweep``)."""
-    return run_prepared(prepare_sweep(spec, model, **inputs), spec, run, command)
+    return run_prepared(prepare_sweep(spec, model, **inputs), run, command)
 
 
 @dataclass(frozen=True)
@@ -80,28 +82,32 @@ class Prepared:
     backend: object
     probe: object
     geometry: object
+    spec: SweepSpec  # the sweep, its probe's options filled in (what spec.json and the command record)
 
 
 def prepare_sweep(spec: SweepSpec, model=None, **inputs) -> Prepared:
     """Load the model, resolve the geometry and build the probe: the slow start of a sweep, before
     anything is scored (the command line shows a spinner over it)."""
+    from phasescope.probes import probe_spec
     from phasescope.specs import Geometry
 
+    if spec.probe.options is None:  # a SweepSpec built by hand: the probe's default options
+        spec = replace(spec, probe=probe_spec(spec.probe.name, {}))
     backend = resolve_model(model if model is not None else spec.model, spec.backend)
     geometry = Geometry.resolve(backend.info.geometry, spec.geometry, backend.info.description or "the model")
     if geometry.local is None and backend.info.callable_only:
         warnings.warn(_UNKNOWN_RAW_WINDOW, stacklevel=4)
     backend = _with_remedies(backend, spec, geometry, inputs)
-    return Prepared(backend, _probe(spec, backend, geometry, inputs), geometry)
+    return Prepared(backend, _probe(spec, backend, geometry, inputs), geometry, spec)
 
 
-def run_prepared(prepared: Prepared, spec: SweepSpec, run: RunOptions, command: str | None = None, say=None):
+def run_prepared(prepared: Prepared, run: RunOptions, command: str | None = None, say=None):
     """Score the prepared sweep (``run_sweep``): resumable, with a progress bar when asked;
     ``say``: where to tell what a resumed run continues from (the command line prints it)."""
     from phasescope.analysis.design import design_check
     from phasescope.run.orchestrator import run_sweep
 
-    spec = spec.with_offsets_for(prepared.geometry.step)
+    spec = prepared.spec.with_offsets_for(prepared.geometry.step)
     command = command or spec.command(run)
     result = run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command, say or (lambda _: None))
     if result.plan is not None:  # the dry run also says whether these offsets can test the gap and the period
@@ -143,7 +149,7 @@ def _probe(spec: SweepSpec, backend, geometry, inputs: dict):
         spec=spec.probe,
         geometry=geometry,
         tokenizer=tokenizer,
-        bos_id=None if spec.probe.chat_template else bos_id,  # the template brings its own start
+        bos_id=None if spec.probe.get("chat_template", False) else bos_id,  # the template brings its own start
         task=task,
         completion=inputs["completion"],
         model=info.description or "the model",

@@ -64,7 +64,9 @@ class RunDir:
         with self.records.open("a") as f:
             f.write(lines)
 
-    def open_for_sweep(self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False) -> dict:
+    def open_for_sweep(
+        self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False, probe_defaults=None
+    ) -> dict:
         """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
         same model (weights fingerprint; the path it was reached by does not matter); the manifest
         (a git call) is built only when it is missing."""
@@ -87,7 +89,7 @@ class RunDir:
             check_schema(saved, spec_path)
             # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
             ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
-            before, now = _without_model(upgrade_spec(saved)), _without_model(spec)
+            before, now = _without_model(upgrade_spec(saved, probe_defaults)), _without_model(spec)
             diff = differing_keys(before, now, ignore=ignore)
             if diff:
                 older = (
@@ -197,20 +199,48 @@ def check_schema(saved: dict, path: Path) -> None:
         )
 
 
-def upgrade_spec(saved: dict) -> dict:
+# sweep.probe as spec.json held it before each probe owned its options (issue #31): every probe's
+# option, at these defaults when the probe did not read it
+LEGACY_PROBE_DEFAULTS = {
+    "design": "shift-needle",
+    "depth": 0.5,
+    "kv_gaps": [0],
+    "context_tokens": None,
+    "pair_format": "auto",
+    "filler": None,
+    "chat_template": False,
+    "probe_file": None,
+    "include_path": None,
+    "same_phase": True,
+}
+
+
+def upgrade_spec(saved: dict, probe_defaults: dict | None = None) -> dict:
     """A spec.json written before some option existed, read as this version would have written
     it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
     ``backend`` sections) reads as its default -- what the run did, since the option did not
     exist -- except where the default changed what is measured: ``same_phase`` (the text probe
     did not move its contents to one phase; the id-level probe has one phase per offset either
-    way). So adding an option never stops an old run from resuming."""
+    way). ``probe_defaults``: the sweep's probe's own options at their defaults (JSON); another
+    probe's option that the old layout recorded at its default is dropped. So adding an option
+    never stops an old run from resuming."""
     saved = json.loads(json.dumps(saved))
     sweep = saved.get("sweep")
     if not isinstance(sweep, dict):
         return saved
     text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
     defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
-    defaults["probe"]["same_phase"] = not text_probe
+    if probe_defaults is not None:
+        defaults["probe"] |= probe_defaults
+        if "same_phase" in probe_defaults:
+            defaults["probe"]["same_phase"] = not text_probe
+        probe = sweep.get("probe")
+        if isinstance(probe, dict):
+            sweep["probe"] = {
+                k: v
+                for k, v in probe.items()
+                if k == "name" or k in probe_defaults or k not in LEGACY_PROBE_DEFAULTS or v != LEGACY_PROBE_DEFAULTS[k]
+            }
     for key, value in defaults.items():
         if isinstance(value, dict) and isinstance(sweep.get(key), dict):
             sweep[key] = value | sweep[key]

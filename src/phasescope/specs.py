@@ -14,9 +14,8 @@ asks, and where conflicts are refused::
 
 from __future__ import annotations
 
-import difflib
 import shlex
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -67,32 +66,13 @@ class BackendOptions:
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    """Which probe and how it renders its contents (every field is a `phasescope sweep` option)."""
+    """Which probe, and its own options: an instance of the probe module's ``Options``
+    (probes/options.py; None: its defaults, filled in when the probe is resolved). What the
+    options are is the probe's business: this class only carries them into the command and
+    spec.json."""
 
     name: str = "kv-retrieval"  # a registered probe, or prompts:FILE.jsonl
-    design: str = "shift-needle"
-    depth: float = 0.5
-    kv_gaps: tuple[int, ...] = (0,)
-    context_tokens: int | None = None
-    pair_format: str = "auto"
-    filler: str | None = None
-    chat_template: bool = False
-    probe_file: str | None = None  # padding-completion: your own prompts
-    include_path: str | None = None  # lm-eval: a directory of local task YAML files
-    same_phase: bool = True  # text kv-retrieval: every content's anchor at the same phase at each offset
-
-    def __post_init__(self) -> None:
-        if self.design not in DESIGNS:
-            raise InputError(f"--design {self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
-        if not 0 <= self.depth <= 1:
-            raise InputError(f"--depth {self.depth!r} is invalid; allowed: a fraction in [0, 1] (0.5: the middle)")
-        gaps = list(self.kv_gaps)
-        if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
-            raise InputError(f"--kv-gaps {self.kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
-        object.__setattr__(self, "kv_gaps", tuple(gaps))  # a list or range from Python: one comparable value
-        for name in ("probe_file", "include_path"):  # a Path from Python: spec.json holds text
-            if isinstance(getattr(self, name), Path):
-                object.__setattr__(self, name, str(getattr(self, name)))
+    options: object | None = None
 
     @property
     def kind(self) -> str:
@@ -104,25 +84,15 @@ class ProbeSpec:
         """What follows ``kind:`` (a file), or None."""
         return self.name.split(":", 1)[1] if ":" in self.name else None
 
-    OFF_FLAGS = {"same_phase": "--mixed-phase"}  # a boolean option whose default is on: the flag that turns it off
-
-    @classmethod
-    def flag(cls, name: str, value) -> str:
-        """The command-line flag that sets option ``name`` to ``value`` (``--mixed-phase``, ``--depth``)."""
-        if value is False and name in cls.OFF_FLAGS:
-            return cls.OFF_FLAGS[name]
-        return "--" + name.replace("_", "-")
+    def get(self, option: str, default=None):
+        """An option's value when this probe has it (``chat_template``), else ``default``."""
+        return getattr(self.options, option, default)
 
     def argv(self) -> list[str]:
-        args = ["--probe", self.name, "--design", self.design, "--depth", str(self.depth)]
-        args += ["--kv-gaps", ",".join(map(str, self.kv_gaps))] + _flag("context_tokens", self.context_tokens)
-        args += ["--pair-format", self.pair_format] if self.pair_format != "auto" else []
-        args += ["--filler", self.filler] if self.filler is not None else []
-        args += ["--chat-template"] if self.chat_template else []
-        args += ["--probe-file", self.probe_file] if self.probe_file else []
-        args += ["--include-path", self.include_path] if self.include_path else []
-        args += [] if self.same_phase else [self.flag("same_phase", False)]
-        return args
+        return ["--probe", self.name] + (self.options.argv() if self.options is not None else [])
+
+    def to_json(self) -> dict:
+        return {"name": self.name} | (self.options.to_json() if self.options is not None else {})
 
 
 @dataclass(frozen=True)
@@ -196,12 +166,19 @@ class SweepSpec:
         return "phasescope sweep " + " ".join(shlex.quote(a) for a in self.to_argv(run))
 
     def to_json(self) -> dict:
-        """The sweep as plain JSON (recorded in spec.json under "sweep")."""
-        data = asdict(self)
-        data["offsets"] = None if self.offsets is None else list(self.offsets)
-        data["probe"]["kv_gaps"] = list(self.probe.kv_gaps)
-        data["backend"] = {k: v for k, v in data["backend"].items() if k in ("dtype", "compress", "tokenizer")}
-        return data
+        """The sweep as plain JSON (recorded in spec.json under "sweep"); the probe's section holds
+        its own options only."""
+        backend = {k: v for k, v in asdict(self.backend).items() if k in ("dtype", "compress", "tokenizer")}
+        return {
+            "model": self.model,
+            "probe": self.probe.to_json(),
+            "geometry": asdict(self.geometry),
+            "offsets": None if self.offsets is None else list(self.offsets),
+            "samples": self.samples,
+            "seed": self.seed,
+            "remedies": asdict(self.remedies),
+            "backend": backend,
+        }
 
 
 @dataclass(frozen=True)
@@ -230,47 +207,6 @@ class RunOptions:
     def argv(self) -> list[str]:
         args = ["--out", str(self.out)] if self.out is not None else []
         return args + _flag("batch_size", self.batch_size) + ([] if self.prefix_reuse else ["--no-prefix-reuse"])
-
-
-def sweep_settings(model: str, **options) -> tuple[SweepSpec, RunOptions]:
-    """The typed sweep and how to run it from options named as `phasescope sweep`'s (``kv_gaps``,
-    ``step``, ``batch_size``, ...; ``probe`` is the probe's name): the one mapping from option
-    names to the specs, for the command line and ``phasescope.sweep`` alike. ``backend`` (a
-    ``BackendOptions``) may stand for the model options. An unknown name is refused, with the
-    closest known one."""
-    sections: dict[str, dict] = {name: {} for name in ("sweep", "probe", "geometry", "remedies", "backend", "run")}
-    base = options.pop("backend", None) or BackendOptions()
-    for name, value in options.items():
-        if name not in OPTION_SECTION:
-            close = difflib.get_close_matches(name, OPTION_SECTION, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise InputError(
-                f"{name!r} is not a sweep option; {hint}the options are {', '.join(sorted(OPTION_SECTION))}"
-            )
-        sections[OPTION_SECTION[name]]["name" if name == "probe" else name] = value
-    spec = SweepSpec(
-        model,
-        ProbeSpec(**sections["probe"]),
-        GeometryOverrides(**sections["geometry"]),
-        remedies=Remedies(**sections["remedies"]),
-        backend=replace(base, **sections["backend"]),
-        **sections["sweep"],
-    )
-    return spec, RunOptions(**sections["run"])
-
-
-def _option_sections() -> dict[str, str]:
-    """option name -> the spec it belongs to (every field name is one option; ProbeSpec.name is --probe)."""
-    table = {"offsets": "sweep", "samples": "sweep", "seed": "sweep", "probe": "probe"}
-    for section, cls in (
-        ("probe", ProbeSpec), ("geometry", GeometryOverrides), ("remedies", Remedies), ("backend", BackendOptions),
-        ("run", RunOptions),
-    ):  # fmt: skip
-        table |= {f.name: section for f in fields(cls) if f.name != "name"}
-    return table
-
-
-OPTION_SECTION = _option_sections()
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 
 from phasescope.cli.app import command, console, with_options
-from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
+from phasescope.cli.options import DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
 from phasescope.cli.results import report_hint
-from phasescope.cli.sweep import parse_offsets
+from phasescope.cli.sweep import parse_offsets, probe_option
 from phasescope.errors import InputError
 from phasescope.runfiles import write_section
 
@@ -122,7 +122,7 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             help="Raw local window L (default: the model's config).",
         ),
     ),
-    "design": DESIGN,
+    "design": probe_option("design"),
     "tokenizer": (
         str,
         typer.Option(

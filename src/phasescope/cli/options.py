@@ -32,12 +32,3 @@ STEP = (
         None, min=1, metavar="S", rich_help_panel="Geometry", help="Compression step (default: the model's config)."
     ),
 )
-DESIGN = (
-    str,
-    typer.Option(
-        "shift-needle",
-        metavar="DESIGN",
-        rich_help_panel="Probe",
-        help="Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
-    ),
-)

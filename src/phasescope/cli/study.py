@@ -50,6 +50,19 @@ def reproduce(
     console.print(f"wrote {out}/RESULTS.md, {out}/results.csv")
 
 
+def _setting_status(status, starts: int, began: float):
+    """run_theory's ``on_setting``: the status line names the setting being integrated."""
+    import time
+
+    def show(k, cfg) -> None:
+        status.update(
+            f"integrating setting {k} (s={cfg.step} d={cfg.capacity:g} noise={cfg.noise:g} L={cfg.local} "
+            f"readout {cfg.readout}), {starts} starts, {time.perf_counter() - began:.0f} s so far"
+        )
+
+    return show
+
+
 @command()
 def theory(
     step: int = typer.Option(
@@ -90,14 +103,7 @@ def theory(
 
     began = time.perf_counter()
     with console.status("integrating the gradient flow") as status:
-
-        def on_setting(k, cfg):
-            status.update(
-                f"integrating setting {k} (s={cfg.step} d={cfg.capacity:g} noise={cfg.noise:g} L={cfg.local} "
-                f"readout {cfg.readout}), {starts} starts, {time.perf_counter() - began:.0f} s so far"
-            )
-
-        result = run_theory(step, starts, seed, capacity=capacity, noise=noise, on_setting=on_setting)
+        result = run_theory(step, starts, seed, capacity, noise, on_setting=_setting_status(status, starts, began))
     main = result["main"]
     console.print(
         f"s={step} d={capacity:g} noise={noise:g}: broke symmetry in {main['broken_fraction']:.0%} of {starts} "

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import typer
 
-from phasescope.cli.app import command, console, fail, with_options
-from phasescope.cli.options import DESIGN, DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
-from phasescope.specs import RunOptions, SweepSpec, sweep_settings
+from phasescope.cli.app import command, console, with_options
+from phasescope.cli.options import DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
+from phasescope.specs import RunOptions, SweepSpec
 
 MAX_OFFSETS = 1_000_000
 
@@ -32,12 +32,37 @@ def parse_offsets(text: str) -> list[int]:
     return values
 
 
-def parse_gaps(text: str) -> tuple[int, ...]:
-    """'0,1' -> (0, 1)."""
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise typer.BadParameter(f"--kv-gaps {text!r}: use integers separated by commas, e.g. 0,1") from None
+def probe_option(name: str) -> tuple[type, object]:
+    """The command-line option of a probe option, from its declaration (probes/options.py): its
+    default, flag, help, metavar, panel and bounds."""
+    from phasescope.probes import declared_options
+
+    declared = declared_options()[name]
+    meta, default = declared.metadata, declared.default
+    flag = "--" + name.replace("_", "-")
+    if isinstance(default, bool):
+        decls = [f"{flag}/{meta['off_flag']}"] if meta["off_flag"] else [flag]
+        return bool, typer.Option(default, *decls, metavar="", rich_help_panel=meta["panel"], help=meta["help"])
+    kind = str if meta["parse"] else _value_type(declared)
+    shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+    bounds = {k: meta[k] for k in ("min", "max") if meta[k] is not None}
+    option = typer.Option(
+        shown, flag, metavar=meta["metavar"], rich_help_panel=meta["panel"], help=meta["help"], **bounds
+    )
+    return kind, option
+
+
+def _value_type(declared) -> type:
+    """int, float or str: what the command line reads for a declared option (``int | None`` -> int)."""
+    text = str(declared.type)
+    return int if text.startswith("int") else float if text.startswith("float") else str
+
+
+def probe_options_not_in(table: dict) -> dict:
+    """Every probe option the table does not place: a probe's new option joins the Probe panel."""
+    from phasescope.probes import declared_options
+
+    return {name: probe_option(name) for name in declared_options() if name not in table}
 
 
 SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --help
@@ -75,16 +100,7 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "w defaults to s): what it would do if its cache were compressed (no retraining).",
         ),
     ),
-    "chat_template": (
-        bool,
-        typer.Option(
-            False,
-            "--chat-template",
-            metavar="",
-            rich_help_panel="Model",
-            help="Wrap text prompts in the tokenizer's chat template (its tokens count in every position).",
-        ),
-    ),
+    "chat_template": probe_option("chat_template"),
     "probe": (
         str,
         typer.Option(
@@ -109,92 +125,16 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "--probe-file, every prompt of the file (default) or the first N.",
         ),
     ),
-    "design": DESIGN,
+    "design": probe_option("design"),
     "seed": (int, typer.Option(0, metavar="SEED", rich_help_panel="Probe", help="Seed of the probe's content.")),
-    "probe_file": (
-        str,
-        typer.Option(
-            None,
-            metavar="FILE",
-            rich_help_panel="Probe",
-            help="padding-completion: your prompts, a JSON object with prompt (containing {pad}), candidates, target, "
-            "pad_unit and name, or a list of them (one content each).",
-        ),
-    ),
-    "depth": (
-        float,
-        typer.Option(
-            0.5,
-            min=0.0,
-            max=1.0,
-            metavar="X",
-            rich_help_panel="Probe",
-            help="kv-retrieval: where the needle sits in the haystack, 0 (earliest) to 1 (latest).",
-        ),
-    ),
-    "kv_gaps": (
-        str,
-        typer.Option(
-            "0",
-            metavar="GAPS",
-            rich_help_panel="Probe",
-            help="kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1); separates "
-            "same-window from split-window at equal value phase.",
-        ),
-    ),
-    "context_tokens": (
-        int,
-        typer.Option(
-            None,
-            min=64,
-            metavar="N",
-            rich_help_panel="Probe",
-            help="kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072). Default: a "
-            "haystack just long enough to put the needle beyond the raw window.",
-        ),
-    ),
-    "pair_format": (
-        str,
-        typer.Option(
-            "auto",
-            metavar="FORMAT",
-            rich_help_panel="Probe",
-            help="kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3) or auto "
-            "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
-        ),
-    ),
-    "filler": (
-        str,
-        typer.Option(
-            None,
-            metavar="TEXT",
-            rich_help_panel="Probe",
-            help="prompts: and text kv-retrieval: the padding unit, its token count measured in place. Default: the "
-            "first that fills cleanly of newline, space, '.', ... (prompts) or ' .', ' -', ... (haystack).",
-        ),
-    ),
-    "same_phase": (
-        bool,
-        typer.Option(
-            True,
-            "--same-phase/--mixed-phase",
-            metavar="",
-            rich_help_panel="Probe",
-            help="text kv-retrieval: move each content's needle by under one step so every content's answer sits at "
-            "phase 0 at offset 0 (one phase per offset; records say the move). --mixed-phase: each content starts "
-            "where its text puts it. The statistics take either.",
-        ),
-    ),
-    "include_path": (
-        str,
-        typer.Option(
-            None,
-            metavar="DIR",
-            rich_help_panel="Probe",
-            help="lm-eval:TASK: a directory of your own lm-eval task YAML files, searched before lm-eval's built-in "
-            "tasks (datasets from local files: dataset_path json, data_files).",
-        ),
-    ),
+    "probe_file": probe_option("probe_file"),
+    "depth": probe_option("depth"),
+    "kv_gaps": probe_option("kv_gaps"),
+    "context_tokens": probe_option("context_tokens"),
+    "pair_format": probe_option("pair_format"),
+    "filler": probe_option("filler"),
+    "same_phase": probe_option("same_phase"),
+    "include_path": probe_option("include_path"),
     "step": STEP,
     "align": (
         int,
@@ -356,6 +296,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
     ),
 }
 
+SWEEP_OPTIONS |= probe_options_not_in(SWEEP_OPTIONS)
+
 
 SWEEP_EXAMPLES = (
     "Examples: the shipped tiny model: phasescope sweep --model "
@@ -376,15 +318,21 @@ def sweep(**given) -> None:
     spec, run = sweep_specs(given)
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
         prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
-    print_sweep(run_prepared(prepared, spec, run, say=lambda text: console.print(text, highlight=False)), run)
+    print_sweep(run_prepared(prepared, run, say=lambda text: console.print(text, highlight=False)), run)
 
 
 def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
     """The typed sweep and how to run it, from the command line's values (the reproducing
     command is then ``spec.command(run)``)."""
+    from phasescope.probes import declared_options
+    from phasescope.run.settings import sweep_settings
+
     options = {name: value for name, value in o.items() if name != "model"}
-    offsets = None if o["offsets"] is None else parse_offsets(o["offsets"])
-    options |= {"kv_gaps": parse_gaps(o["kv_gaps"]), "offsets": offsets}
+    for name, declared in declared_options().items():  # text the probe's option reads (--kv-gaps 0,1)
+        parse = declared.metadata["parse"]
+        if parse is not None and isinstance(options.get(name), str):
+            options[name] = parse(options[name])
+    options["offsets"] = None if o["offsets"] is None else parse_offsets(o["offsets"])
     return sweep_settings(o["model"], **options)
 
 
@@ -392,8 +340,6 @@ def completion_prompts(o: dict):
     """padding-completion's own prompts (--probe-file), or None."""
     from phasescope.probes import CompletionSpec
 
-    if o["probe_file"] and o["probe"] != "padding-completion":
-        fail(f"--probe-file is for --probe padding-completion; the {o['probe']} probe does not read it")
     return CompletionSpec.list_from_file(o["probe_file"]) if o["probe_file"] else None
 
 

@@ -1,20 +1,21 @@
 """Phase-aware probes (registry): token-exact items at every offset.
 
-Each entry names a module with ``SUMMARY``, ``OPTIONS`` (the `phasescope sweep` probe options
-it reads; any other one given is refused), optionally ``ARGUMENT`` (the probe is named
-``NAME:ARGUMENT``, e.g. ``prompts:FILE.jsonl``) and ``build(ctx: ProbeContext) -> Probe``. A new
-probe: one module and one line here (CONTRIBUTING.md); tests/test_probe_registry.py runs every
-registered probe.
+Each entry names a module with ``SUMMARY``, ``Options`` (a ``probes.options.ProbeOptions``
+dataclass: its own `phasescope sweep` options; an option of another probe given to it is
+refused), optionally ``ARGUMENT`` (the probe is named ``NAME:ARGUMENT``, e.g.
+``prompts:FILE.jsonl``) and ``build(ctx: ProbeContext) -> Probe``. A new probe: one module and
+one line here (CONTRIBUTING.md); tests/test_probe_registry.py runs every registered probe.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import fields
+from dataclasses import Field, fields, replace
 from types import ModuleType
 
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.kv_retrieval import KVRetrievalProbe, KVRetrievalSpec
+from phasescope.probes.options import NoOptions, ProbeOptions
 from phasescope.probes.padding_completion import CompletionSpec, PaddingCompletionProbe
 from phasescope.specs import ProbeSpec
 
@@ -26,10 +27,11 @@ PROBES: dict[str, str] = {
 }
 
 
-def probe_module(spec: ProbeSpec) -> ModuleType:
-    """The registered module of ``spec.name`` (``NAME`` or ``NAME:ARGUMENT``)."""
+def probe_module(name: str | ProbeSpec) -> ModuleType:
+    """The registered module of probe ``name`` (``NAME`` or ``NAME:ARGUMENT``)."""
+    spec = name if isinstance(name, ProbeSpec) else ProbeSpec(name)
     if spec.kind not in PROBES:
-        known = ", ".join(f"{name}:{m.ARGUMENT}" if hasattr(m, "ARGUMENT") else name for name, m in modules())
+        known = ", ".join(f"{n}:{m.ARGUMENT}" if hasattr(m, "ARGUMENT") else n for n, m in modules())
         raise ProbeError(f"unknown probe {spec.name!r}; known: {known}")
     module = importlib.import_module(PROBES[spec.kind])
     wants = getattr(module, "ARGUMENT", None)
@@ -43,21 +45,49 @@ def modules() -> list[tuple[str, ModuleType]]:
     return [(name, importlib.import_module(path)) for name, path in PROBES.items()]
 
 
-def build_probe(ctx: ProbeContext) -> Probe:
-    """The probe ``ctx.spec`` names, built by its module; options it does not read are refused
-    (they would be recorded in the command but change nothing)."""
-    module = probe_module(ctx.spec)
-    default = ProbeSpec()
-    unused = [
-        f.name
-        for f in fields(ProbeSpec)
-        if f.name != "name" and f.name not in module.OPTIONS and getattr(ctx.spec, f.name) != getattr(default, f.name)
-    ]
+def options_class(module: ModuleType) -> type[ProbeOptions]:
+    return getattr(module, "Options", NoOptions)
+
+
+def declared_options() -> dict[str, Field]:
+    """Every probe option by name (the first declaration of a name shared by several probes)."""
+    out: dict[str, Field] = {}
+    for _, module in modules():
+        for f in fields(options_class(module)):
+            out.setdefault(f.name, f)
+    return out
+
+
+def probe_spec(name: str, given: dict) -> ProbeSpec:
+    """The probe ``name`` with its options from ``given`` (option name -> value); an option the
+    probe does not read is refused unless it holds that option's default (the command line passes
+    every option), named by the flag that set it."""
+    cls = options_class(probe_module(name))
+    own = {f.name for f in fields(cls)}
+    declared = declared_options()
+    unused = [n for n, value in given.items() if n not in own and value != declared[n].default]
     if unused:
-        flags = ", ".join(ProbeSpec.flag(name, getattr(ctx.spec, name)) for name in unused)
-        raise ProbeError(f"{flags}: not used by the {ctx.spec.kind} probe; drop {'it' if len(unused) == 1 else 'them'}")
+        flags = ", ".join(_flag_of(declared[n], given[n]) for n in unused)
+        kind = ProbeSpec(name).kind
+        raise ProbeError(f"{flags}: not used by the {kind} probe; drop {'it' if len(unused) == 1 else 'them'}")
+    return ProbeSpec(name, cls(**{n: v for n, v in given.items() if n in own}))
+
+
+def _flag_of(declared: Field, value) -> str:
+    off = declared.metadata.get("off_flag")
+    return off if value is False and off else "--" + declared.name.replace("_", "-")
+
+
+def build_probe(ctx: ProbeContext) -> Probe:
+    """The probe ``ctx.spec`` names, built by its module (a spec without options gets the
+    probe's defaults)."""
+    module = probe_module(ctx.spec)
+    if ctx.spec.options is None:
+        ctx = replace(ctx, spec=ProbeSpec(ctx.spec.name, options_class(module)()))
+    elif not isinstance(ctx.spec.options, options_class(module)):
+        raise ProbeError(f"the {ctx.spec.kind} probe takes {options_class(module).__name__} options")
     probe = module.build(ctx)
-    if not ctx.spec.chat_template:
+    if not ctx.spec.get("chat_template", False):
         return probe
     from phasescope.probes.chat import ChatTemplated
 
@@ -77,5 +107,7 @@ __all__ = [
     "ProbeError",
     "ProbeItem",
     "build_probe",
+    "declared_options",
     "probe_module",
+    "probe_spec",
 ]

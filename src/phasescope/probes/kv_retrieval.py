@@ -43,12 +43,70 @@ import numpy as np
 
 from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, check_depth_and_gaps
-from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
+from phasescope.probes.kv_retrieval_text import PAIR_FORMATS, TextKVRetrievalProbe, TextKVSpec
+from phasescope.probes.options import ProbeOptions, chat_template_option, filler_option, option, parse_gaps
 from phasescope.specs import DESIGNS
 
 SUMMARY = "haystack of key-value pairs, query one key: native ids (the model's task) or text (a tokenizer)"
-OPTIONS = ("design", "depth", "kv_gaps", "context_tokens", "pair_format", "filler", "chat_template", "same_phase")
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
+
+
+@dataclass(frozen=True)
+class Options(ProbeOptions):
+    """kv-retrieval's `phasescope sweep` options (probes/options.py)."""
+
+    design: str = option(
+        "shift-needle",
+        "Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
+        metavar="DESIGN",
+    )
+    depth: float = option(
+        0.5,
+        "kv-retrieval: where the needle sits in the haystack, 0 (earliest) to 1 (latest).",
+        metavar="X",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    kv_gaps: tuple[int, ...] = option(
+        (0,),
+        "kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1); separates "
+        "same-window from split-window at equal value phase.",
+        metavar="GAPS",
+        parse=parse_gaps,
+    )
+    context_tokens: int | None = option(
+        None,
+        "kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072). Default: a "
+        "haystack just long enough to put the needle beyond the raw window.",
+        metavar="N",
+        minimum=64,
+    )
+    pair_format: str = option(
+        "auto",
+        "kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3) or auto "
+        "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
+        metavar="FORMAT",
+    )
+    filler: str | None = filler_option()
+    chat_template: bool = chat_template_option()
+    same_phase: bool = option(
+        True,
+        "text kv-retrieval: move each content's needle by under one step so every content's answer sits at "
+        "phase 0 at offset 0 (one phase per offset; records say the move). --mixed-phase: each content starts "
+        "where its text puts it. The statistics take either.",
+        off_flag="--mixed-phase",
+    )
+
+    def check(self) -> None:
+        if self.design not in DESIGNS:
+            raise ProbeError(f"--design {self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
+        if not 0 <= self.depth <= 1:
+            raise ProbeError(f"--depth {self.depth!r} is invalid; allowed: a fraction in [0, 1] (0.5: the middle)")
+        gaps = list(self.kv_gaps)
+        if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
+            raise ProbeError(f"--kv-gaps {self.kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
+        if self.pair_format not in PAIR_FORMATS:
+            raise ProbeError(f"--pair-format {self.pair_format!r} is invalid; allowed: {' | '.join(PAIR_FORMATS)}")
 
 
 @dataclass(frozen=True)
@@ -243,7 +301,7 @@ def _pair_starts(tokens: np.ndarray, task: RetrievalTask) -> list[int]:
 
 def build(ctx: ProbeContext) -> Probe:
     """The native probe on the model's own task (ids), else the same probe in text."""
-    p = ctx.spec
+    p = ctx.spec.options
     if ctx.task is not None:
         if p.pair_format != "auto" or p.filler is not None:
             raise ProbeError("--pair-format and --filler are for text probes; a native model's task fixes its ids")

@@ -39,13 +39,13 @@ import numpy as np
 
 from phasescope.errors import InputError
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
+from phasescope.probes.options import ProbeOptions, filler_option, option
 from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.probes.padding_completion import decoder, encoder
 from phasescope.probes.prompts import FILLERS
 
 ARGUMENT = "TASK[,TASK...]"
 SUMMARY = "lm-evaluation-harness tasks as lm-eval renders them, padded so the answer takes every phase"
-OPTIONS = ("filler", "include_path")
 FEWSHOT_SEED = 1234  # lm-eval's default fewshot_random_seed
 SUPPORTED = ("multiple_choice", "loglikelihood", "generate_until")
 
@@ -351,7 +351,20 @@ def build_lm_eval_probe(
 
 def build(ctx: ProbeContext) -> LMEvalProbe:
     step, align = ctx.geometry.step, ctx.geometry.align
-    include = getattr(ctx.spec, "include_path", None)
+    include = ctx.spec.options.include_path
     return build_lm_eval_probe(
-        ctx.spec.argument, ctx.need_tokenizer(), step, align, include, ctx.spec.filler, max_len=ctx.max_len
+        ctx.spec.argument, ctx.need_tokenizer(), step, align, include, ctx.spec.options.filler, max_len=ctx.max_len
+    )
+
+
+@dataclass(frozen=True)
+class Options(ProbeOptions):
+    """lm-eval's `phasescope sweep` options (probes/options.py)."""
+
+    filler: str | None = filler_option()
+    include_path: str | None = option(
+        None,
+        "lm-eval:TASK: a directory of your own lm-eval task YAML files, searched before lm-eval's built-in "
+        "tasks (datasets from local files: dataset_path json, data_files).",
+        metavar="DIR",
     )

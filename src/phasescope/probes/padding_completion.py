@@ -34,12 +34,27 @@ import numpy as np
 import phasescope.probes.code_prompts as code_prompts
 from phasescope.errors import InputError
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
+from phasescope.probes.options import ProbeOptions, chat_template_option, option
 from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.runfiles import read_json_value
 from phasescope.validation import build as build_config
 
 SUMMARY = "code prompts (the study's FP8 helper among them); '=' padding moves the answer (needs a tokenizer)"
-OPTIONS = ("probe_file", "chat_template")
+
+
+@dataclass(frozen=True)
+class Options(ProbeOptions):
+    """padding-completion's `phasescope sweep` options (probes/options.py)."""
+
+    probe_file: str | None = option(
+        None,
+        "padding-completion: your prompts, a JSON object with prompt (containing {pad}), candidates, target, "
+        "pad_unit and name, or a list of them (one content each).",
+        metavar="FILE",
+    )
+    chat_template: bool = chat_template_option()
+
+
 DEFAULT_SAMPLES = 50  # contents when the caller does not say (as kv-retrieval)
 
 FP8_PROMPT = '''import torch
@@ -259,7 +274,7 @@ class PaddingCompletionProbe(Probe):
 def build(ctx: ProbeContext) -> PaddingCompletionProbe:
     """The built-in code prompts, or the prompts given (``--probe-file`` / ``completion=``)."""
     given = ctx.completion
-    if given is None and ctx.spec.probe_file:
-        given = CompletionSpec.list_from_file(ctx.spec.probe_file)
+    if given is None and ctx.spec.options.probe_file:
+        given = CompletionSpec.list_from_file(ctx.spec.options.probe_file)
     step, align = ctx.geometry.step, ctx.geometry.align
     return PaddingCompletionProbe(ctx.need_tokenizer(), given, ctx.bos_id, step, align, max_len=ctx.max_len)

@@ -29,16 +29,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
+from phasescope.probes.options import ProbeOptions, chat_template_option, filler_option
 from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.probes.padding_completion import answer_ids, decoder, encoder
 
 SUMMARY = "prompts:FILE.jsonl -- your own prompts, padded so the answer takes every phase (needs a tokenizer)"
-OPTIONS = ("filler", "chat_template")
 ARGUMENT = "FILE.jsonl"  # the probe is named prompts:FILE.jsonl
 PLACEHOLDER = "{pad}"
 FILLERS = ("\n", " ", ".", "-", "=", "*", "#", "~")  # tried in order, each with its family (probes.padding)
@@ -192,5 +193,13 @@ class PromptsProbe(Probe):
 def build(ctx: ProbeContext) -> PromptsProbe:
     step, align = ctx.geometry.step, ctx.geometry.align
     return PromptsProbe(
-        ctx.spec.argument, ctx.need_tokenizer(), ctx.bos_id, ctx.spec.filler, step, align, max_len=ctx.max_len
+        ctx.spec.argument, ctx.need_tokenizer(), ctx.bos_id, ctx.spec.options.filler, step, align, max_len=ctx.max_len
     )
+
+
+@dataclass(frozen=True)
+class Options(ProbeOptions):
+    """prompts:'s `phasescope sweep` options (probes/options.py)."""
+
+    filler: str | None = filler_option()
+    chat_template: bool = chat_template_option()

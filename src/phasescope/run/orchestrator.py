@@ -120,7 +120,10 @@ def run_sweep(
         if out is not None:
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
             opened = RunDir(out)
-            done = opened.open_for_sweep(saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records)
+            defaults = type(spec.probe.options)().to_json()  # what an older spec.json's missing options were
+            done = opened.open_for_sweep(
+                saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records, defaults
+            )
         total = len(checks.keys)
         if done and len(done) < total:
             say(f"resuming {out}: {len(done):,} of {total:,} records were scored; scoring the rest")
