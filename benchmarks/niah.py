@@ -102,7 +102,7 @@ def deepseek_v4_one_item(context: int) -> None:
     import numpy as np
 
     from hf_models import tiny_deepseek_v4
-    from phasescope.api import resolve_model
+    from phasescope.backends import resolve_model
     from phasescope.backends.base import ScoringPlan
     from phasescope.backends.tokenizers import named_tokenizer
     from phasescope.probes import build_probe, probe_spec

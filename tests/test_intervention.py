@@ -60,7 +60,7 @@ def test_the_intervention_on_a_shipped_model_measures_the_gap_on_the_held_out_ha
     import phasescope
     from phasescope.analysis.heads import split_contents
     from phasescope.analysis.stats import analyze_records
-    from phasescope.api import resolve_model
+    from phasescope.backends import resolve_model
     from phasescope.inspect.kv_heads import hide_kv_entries
     from phasescope.reproduce.intervention import run_intervention
     from phasescope.train.shipped import ASSETS

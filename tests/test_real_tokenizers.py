@@ -92,7 +92,7 @@ def test_text_kv_retrieval_is_token_exact_on_the_real_tokenizers(real, design, p
 def test_every_probe_runs_end_to_end_on_a_tiny_model_with_the_real_tokenizer(real, tmp_path):
     """kv-retrieval in text (both designs, --kv-gaps 0,1) and on ids, padding-completion and
     prompts:, swept through hf: and analyzed; records carry the measured padding."""
-    from phasescope.api import resolve_model
+    from phasescope.backends import resolve_model
 
     name, tok, model = real
     spec = resolve_model(f"hf:{model}")  # loaded once for the five sweeps

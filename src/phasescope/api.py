@@ -11,38 +11,20 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from phasescope.errors import InputError
+from phasescope.backends import resolve_model
 from phasescope.results import analyze, compare, compared_runs, current_metrics, records_digest, report
-from phasescope.specs import BackendOptions, RunOptions, SweepSpec
+from phasescope.specs import RunOptions, SweepSpec
 
-__all__ = ["analyze", "compare", "compared_runs", "current_metrics", "records_digest", "report", "sweep"]
-
-
-def resolve_model(model, options: BackendOptions | None = None):
-    """A backend for: a spec string (see `phasescope backends`), a phasescope ``Decoder``, a
-    transformers ``PreTrainedModel``, or any callable ``input_ids -> logits``."""
-    from phasescope.backends import load_spec
-    from phasescope.backends.base import Backend
-    from phasescope.backends.logits import from_callable
-    from phasescope.backends.native import from_decoder
-    from phasescope.model.decoder import Decoder
-
-    if isinstance(model, Backend):
-        return model
-    if isinstance(model, (str, Path)):
-        return load_spec(str(model), options)
-    if isinstance(model, Decoder):
-        return from_decoder(model, description="in-memory phasescope Decoder", options=options)
-    if hasattr(model, "config") and hasattr(model, "generate") and callable(model):
-        from phasescope.backends.hf import from_pretrained_model
-
-        return from_pretrained_model(model, options)
-    if callable(model):
-        return from_callable(model)
-    raise InputError(
-        f"model must be a spec string, a Decoder, a transformers model or a callable input_ids -> logits; "
-        f"got {type(model)}"
-    )
+__all__ = [
+    "analyze",
+    "compare",
+    "compared_runs",
+    "current_metrics",
+    "records_digest",
+    "report",
+    "resolve_model",
+    "sweep",
+]
 
 
 def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, completion=None, command=None, **options):

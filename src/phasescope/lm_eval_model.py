@@ -51,7 +51,7 @@ class PhaseEnsembleLM(TemplateLM):
         **_ignored,
     ):
         super().__init__()
-        from phasescope.api import resolve_model
+        from phasescope.backends import resolve_model
         from phasescope.run.ensemble import pad_token, phase_ensemble
         from phasescope.specs import BackendOptions
 

@@ -8,13 +8,14 @@ Each entry names a module with ``PREFIX``, ``SUMMARY``, ``EXAMPLE`` and ``load(s
 -> Backend``; it is imported only when its spec is loaded (or `phasescope backends` lists it),
 so ``import phasescope`` stays cheap. A new backend: one module and one line here
 (CONTRIBUTING.md). In Python, ``phasescope.sweep`` also takes a ``Decoder``, a transformers
-``PreTrainedModel`` or any callable ``input_ids -> logits`` (``phasescope.api.resolve_model``).
+``PreTrainedModel`` or any callable ``input_ids -> logits`` (``resolve_model``).
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 from types import ModuleType
 
 from phasescope.errors import InputError
@@ -49,6 +50,32 @@ def load_spec(spec: str, options: BackendOptions | None = None):
     return kind("phasescope").load(spec, options)
 
 
+def resolve_model(model, options: BackendOptions | None = None):
+    """A backend for: a spec string (see `phasescope backends`), a phasescope ``Decoder``, a
+    transformers ``PreTrainedModel``, or any callable ``input_ids -> logits``."""
+    from phasescope.backends.base import Backend
+    from phasescope.backends.logits import from_callable
+    from phasescope.backends.native import from_decoder
+    from phasescope.model.decoder import Decoder
+
+    if isinstance(model, Backend):
+        return model
+    if isinstance(model, (str, Path)):
+        return load_spec(str(model), options)
+    if isinstance(model, Decoder):
+        return from_decoder(model, description="in-memory phasescope Decoder", options=options)
+    if hasattr(model, "config") and hasattr(model, "generate") and callable(model):
+        from phasescope.backends.hf import from_pretrained_model
+
+        return from_pretrained_model(model, options)
+    if callable(model):
+        return from_callable(model)
+    raise InputError(
+        f"model must be a spec string, a Decoder, a transformers model or a callable input_ids -> logits; "
+        f"got {type(model)}"
+    )
+
+
 def __getattr__(name: str):
     """``from_callable`` and ``LogitsBackend`` without importing torch at package import."""
     if name in ("from_callable", "LogitsBackend"):
@@ -62,4 +89,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'phasescope.backends' has no attribute {name!r}")
 
 
-__all__ = ["BACKENDS", "BackendOptions", "kind", "load_spec"]
+__all__ = ["BACKENDS", "BackendOptions", "kind", "load_spec", "resolve_model"]

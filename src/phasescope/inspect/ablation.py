@@ -135,7 +135,7 @@ def ablation_matrix(
     whose weights live in this process (a phasescope model dir, ``hf:DIR``, a module).
     ``component="kv-entries"``: the units are (layer, KV head) of the compressed layers, each
     removed by hiding its entries (``inspect.kv_heads``); only mode "zero" applies."""
-    from phasescope.api import resolve_model
+    from phasescope.backends import resolve_model
 
     if mode not in MODES:
         raise InputError(f"mode={mode!r} is invalid; allowed: {', '.join(MODES)}")

@@ -68,7 +68,7 @@ def run_intervention(
     """The intervention on one model; ``kv``: its summarised rule-C ablation (``kv_ablation``).
     ``samples``, ``offsets`` and ``n_random`` are the amendment's unless a test makes them small."""
     from phasescope.analysis.heads import split_contents
-    from phasescope.api import resolve_model
+    from phasescope.backends import resolve_model
     from phasescope.inspect.ablation import PairedSweep, _progress
 
     loaded = resolve_model(str(model_dir))
