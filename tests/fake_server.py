@@ -54,6 +54,15 @@ class FakeVLLM:
             def log_message(self, *args):  # quiet
                 pass
 
+            def do_GET(self):  # what vLLM says about itself: GET /version, GET /v1/models
+                if self.path == "/version":
+                    self._send(200, json.dumps({"version": "fake-vllm-1.0"}).encode())
+                elif self.path == "/v1/models":
+                    data = [{"id": "tiny", "object": "model", "root": "tiny-root", "max_model_len": 512}]
+                    self._send(200, json.dumps({"object": "list", "data": data}).encode())
+                else:
+                    self._send(404, b"not found")
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:

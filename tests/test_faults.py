@@ -780,3 +780,35 @@ def test_a_key_given_twice_is_refused_not_resolved_silently(swept, name):
     at = text.index(field)
     path.write_text(text[:at] + field + "true, " + text[at:])
     refused(cli("analyze", str(swept)), str(path), "'" + field.split('"')[1] + "' appears twice")
+
+
+def test_log_samples_writes_each_records_prompt_and_export_joins_them(tmp_path, model_dir):
+    """sweep --log-samples: samples.jsonl holds one line per record with the prompt ids it was scored
+    on (the probe's own items), kept across a resume; export adds them to the records table."""
+    import numpy as np
+
+    from phasescope.export import load_run
+
+    run = tmp_path / "run"
+    args = ["sweep", "--model", str(model_dir), "--out", str(run), "--offsets", "0:8", "--log-samples", *FAST]
+    assert cli(*args).exit_code == 0
+    lines = (run / "samples.jsonl").read_text().splitlines()
+    records = (run / "records.jsonl").read_text().splitlines()
+    assert len(lines) == len(records) == 32
+    samples = [json.loads(line) for line in lines]
+    for sample, record in zip(samples, map(json.loads, records), strict=True):
+        assert (sample["content_id"], sample["offset"]) == (record["content_id"], record["offset"])
+        assert len(sample["prompt_ids"]) == record["answer_pos"]  # the answer follows the prompt
+        assert sample["candidates"][sample["target"]] and sample["prompt_text"] is None  # ids only: no tokenizer
+    first = samples[0]
+    anchors = [json.loads(r)["anchor_pos"] for r in records]  # the needle's key moves with the offset, intact
+    content_0 = [(s, a) for s, a in zip(samples, anchors, strict=True) if s["content_id"] == 0]
+    assert len({s["prompt_ids"][a] for s, a in content_0}) == 1 and len(content_0) == 8
+    assert len({tuple(s["candidates"][s["target"]]) for s, _ in content_0}) == 1  # one answer at every offset
+    kept = records[:20]
+    (run / "records.jsonl").write_text("\n".join(kept) + "\n")
+    assert cli(*args).exit_code == 0  # resumes: only the 12 missing records are scored and logged again
+    assert len((run / "samples.jsonl").read_text().splitlines()) == 32 + 12
+    table = load_run(run).records
+    assert table["prompt_ids"].notna().all() and len(table) == 32
+    assert np.array_equal(json.loads(table["prompt_ids"].iloc[0]), first["prompt_ids"])

