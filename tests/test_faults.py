@@ -811,4 +811,6 @@ def test_log_samples_writes_each_records_prompt_and_export_joins_them(tmp_path, 
     assert len((run / "samples.jsonl").read_text().splitlines()) == 32 + 12
     table = load_run(run).records
     assert table["prompt_ids"].notna().all() and len(table) == 32
+    assert cli("export", str(run)).exit_code == 0  # a kv-retrieval run has no lm-eval task metrics: no such file
+    assert sorted(p.name for p in (run / "export").iterdir()) == ["offsets.csv", "phases.csv", "records.csv"]
     assert np.array_equal(json.loads(table["prompt_ids"].iloc[0]), first["prompt_ids"])

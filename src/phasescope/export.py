@@ -171,6 +171,8 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, frame in tables.items():
+        if name == "task_metrics" and frame.empty:
+            continue  # not an lm-eval run: no task metrics, and no header-only file that suggests some
         path = folder / f"{name}.{fmt}"
         if fmt == "csv":
             atomic_write_text(path, frame.to_csv(index=False))
