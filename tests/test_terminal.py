@@ -58,3 +58,12 @@ def test_a_run_without_an_effect_is_read_as_none_detected(tmp_path):
     assert "is unlikely" in out.splitlines()[0] + out.splitlines()[1]
     rows = [line for line in out.splitlines() if re.match(r"\s*\d[*<]*\s+\d+\s+0\.\d{3} \[0\.\d{3},\d", line)]
     assert len(rows) == 4 and not any("<" in row.split()[0] for row in rows)  # a lowest phase is not a worst one
+
+
+def test_small_probabilities_are_written_in_scientific_notation_not_as_zero():
+    """A code probe's answers often sit at 1e-5: three decimals would print 0.000 for both."""
+    from phasescope.reporting.text import probability, probability_interval
+
+    assert probability(3.24e-06) == "3.24e-06" and probability(0.4567) == "0.457"
+    assert probability(0.0) == "0.000" and probability(None) == "not estimable"
+    assert probability_interval((1e-6, 0.2)) == " [1.00e-06, 0.200]" and probability_interval((None, None)) == ""

@@ -120,9 +120,26 @@ def probability_table(metrics: Metrics) -> tuple[list[str], list[list[str]]] | N
     rows = []
     for row in table["phases"]:
         boundary = " (boundary)" if row["phase"] == metrics.step - 1 else ""
-        cells = [number(row["mean"][n], missing="not estimable") + interval(row["ci"][n], ".3f") for n in names]
+        cells = [probability(row["mean"][n]) + probability_interval(row["ci"][n]) for n in names]
         rows.append([f"{row['phase']}{boundary}", str(row["n_contents"]), *cells])
     return head, rows
+
+
+SMALL_PROBABILITY = 0.0005  # below this, 3 decimals would print 0.000: scientific notation instead
+
+
+def probability(value) -> str:
+    """A probability: 3 decimals, or 2 significant digits when it is small (a code probe's answers
+    often sit at 1e-5, which 0.000 would hide)."""
+    if value is None:
+        return "not estimable"
+    return f"{value:.2e}" if 0 < value < SMALL_PROBABILITY else f"{value:.3f}"
+
+
+def probability_interval(pair) -> str:
+    if pair is None or any(v is None for v in pair):
+        return ""
+    return f" [{probability(pair[0])}, {probability(pair[1])}]"
 
 
 def probability_line(metrics: Metrics) -> str | None:
