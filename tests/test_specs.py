@@ -17,6 +17,7 @@ from phasescope.cli.sweep import sweep_specs
 from phasescope.errors import InputError
 from phasescope.probes import PROBES, probe_spec
 from phasescope.run.settings import option_sections, sweep_settings
+from phasescope.rundir import LEGACY_PROBE_DEFAULTS as LEGACY_PROBE
 from phasescope.specs import BackendOptions, RunOptions, SweepSpec
 
 OPTION_SECTION = option_sections()
@@ -122,18 +123,15 @@ def test_lists_and_ranges_from_python_become_the_same_spec():
     hash(SweepSpec("m", probe=probe, offsets=[0, 1, 2, 3, 4, 5, 6, 7]))  # frozen: hashable
 
 
-LEGACY_PROBE = {  # sweep.probe as spec.json held it before each probe owned its options: every probe's option
-    "design": "shift-needle",
-    "depth": 0.5,
-    "kv_gaps": [0],
-    "context_tokens": None,
-    "pair_format": "auto",
-    "filler": None,
-    "chat_template": False,
-    "probe_file": None,
-    "include_path": None,
-    "same_phase": True,
-}
+def test_the_legacy_layout_is_every_option_of_today_at_its_default():
+    """What spec.json recorded before each probe owned its options: every probe's option, at the
+    defaults the options still have (none was added or changed since)."""
+    from phasescope.probes import declared_options
+
+    declared = {
+        n: list(f.default) if isinstance(f.default, tuple) else f.default for n, f in declared_options().items()
+    }
+    assert LEGACY_PROBE == declared
 
 
 def test_a_kv_retrieval_run_written_before_probes_owned_their_options_resumes(tmp_path):
