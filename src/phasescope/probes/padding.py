@@ -154,7 +154,13 @@ class AnswerPlacer:
         self.max_len = max_len  # the model's longest sequence: a prompt that cannot fit is refused before the search
 
     def place(self, before: str, after: str, units: tuple[str, ...], offsets: list[int], label: str) -> Placement:
-        """The first unit whose padding reaches every offset; ProbeError naming the offsets none reaches."""
+        """The first unit whose padding reaches every offset; ProbeError naming the offsets none reaches.
+
+        A long prompt is searched on the text around the padding (``LOCAL_CHARS`` each side: a
+        tokenizer's merges do not reach that far), its lengths shifted by what the rest adds, and
+        the chosen padding of every offset is then checked on the whole prompt; if any check fails
+        the whole prompt is searched, as for a short one. So a 1M-word prompt costs one encoding per
+        offset instead of one per padding tried."""
         lowest = len(self.head) + len(self.encode(before + after))
         if self.max_len is not None and lowest + max(offsets) > self.max_len:
             raise ProbeError(
@@ -162,21 +168,51 @@ class AnswerPlacer:
                 f"{lowest + max(offsets)}, more than the model's {self.max_len} (its max_position_embeddings); "
                 "nothing is truncated: shorten the prompt or use smaller offsets"
             )
-        most_units = 2 * (max(offsets) + 4 * self.step) + 8  # a unit rarely takes under half a token
-        unreached = []
-        for unit in units:
-            mixed: dict[int, Padding] = {}
-            for shape in shapes(unit, most_units):
-                found = measure(self.encode, self.decode, before, after, shape, True, self.head)
-                for tables in (found, mixed | {n: p for n, p in found.items() if n not in mixed}):
-                    base = first_base(set(tables), offsets, lowest, self.step, self.align)
-                    if base is not None:
-                        return Placement(unit, base, {d: tables[base + d] for d in offsets})
-                mixed = mixed | {n: p for n, p in found.items() if n not in mixed}
-            missing = missing_offsets(set(mixed), offsets, lowest, self.step, self.align)
-            unreached.append(f"{unit!r}: offsets {missing}")
+        if len(before) > LOCAL_CHARS or len(after) > LOCAL_CHARS:
+            local = self._place_locally(before, after, units, offsets, lowest)
+            if local is not None:
+                return local
+        placed, unreached = self._search(before, after, units, offsets, lowest)
+        if placed is not None:
+            return placed
         raise ProbeError(
             f"{label}: no padding puts the answer at every offset with this tokenizer without changing the text "
             f"around it (unreached, by pad unit: {'; '.join(unreached)}); pass another pad unit or filler, or put the "
             "padding where it cannot merge with its neighbours (e.g. on a line of its own)"
         )
+
+    def _search(self, before: str, after: str, units, offsets: list[int], lowest: int, shift: int = 0):
+        """(the placement, None) or (None, the unreached offsets by unit); ``shift``: tokens the
+        text outside ``before`` and ``after`` adds to every length (the local search)."""
+        most_units = 2 * (max(offsets) + 4 * self.step) + 8  # a unit rarely takes under half a token
+        unreached = []
+        for unit in units:
+            mixed: dict[int, Padding] = {}
+            for shape in shapes(unit, most_units):
+                measured = measure(self.encode, self.decode, before, after, shape, True, self.head)
+                found = {n + shift: pad for n, pad in measured.items()}
+                for tables in (found, mixed | {n: p for n, p in found.items() if n not in mixed}):
+                    base = first_base(set(tables), offsets, lowest, self.step, self.align)
+                    if base is not None:
+                        return Placement(unit, base, {d: tables[base + d] for d in offsets}), []
+                mixed = mixed | {n: p for n, p in found.items() if n not in mixed}
+            missing = missing_offsets(set(mixed), offsets, lowest, self.step, self.align)
+            unreached.append(f"{unit!r}: offsets {missing}")
+        return None, unreached
+
+    def _place_locally(self, before: str, after: str, units, offsets: list[int], lowest: int) -> Placement | None:
+        """The search on the text around the padding, every offset then checked on the whole
+        prompt (its length and the padding's ids in place); None when a check fails."""
+        near_before, near_after = before[-LOCAL_CHARS:], after[:LOCAL_CHARS]
+        shift = lowest - len(self.head) - len(self.encode(near_before + near_after))
+        placed, _ = self._search(near_before, near_after, units, offsets, lowest, shift)
+        if placed is None:
+            return None
+        for d, pad in placed.paddings.items():
+            whole = fit(self.encode, self.decode, before, after, pad.text, True, self.head)
+            if whole is None or len(whole[0]) != placed.base + d or tuple(whole[0][whole[1] : whole[2]]) != pad.ids:
+                return None
+        return placed
+
+
+LOCAL_CHARS = 4096  # characters each side of the padding that a long prompt's search reads

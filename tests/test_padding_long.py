@@ -1,0 +1,65 @@
+"""A long prompt's padding is searched on the text around it and checked on the whole prompt:
+the placement equals the whole-prompt search (the slow reference), on both real tokenizers."""
+
+import time
+
+import pytest
+
+from phasescope.backends.tokenizers import named_tokenizer
+from phasescope.probes.padding import LOCAL_CHARS, AnswerPlacer
+from phasescope.probes.padding_completion import FP8_PROMPT, decoder, encoder
+
+OFFSETS = list(range(12))
+
+
+def long_prompt(repeat: int) -> tuple[str, str]:
+    """FP8's docstring prompt with many lines of code before and after its {pad}."""
+    before, after = FP8_PROMPT.split("{pad}")
+    filler = "".join(f"def helper_{i}(x):\n    return x * {i} + {i % 7}  # scale {i}\n\n" for i in range(repeat))
+    return (
+        filler + before,
+        after + "\n" + filler + "    result = quantize_fp8(x)\n    assert result.dtype == torch.float",
+    )
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek-v4"])
+def test_a_long_prompt_is_placed_as_the_whole_prompt_search_places_it(name):
+    tokenizer = named_tokenizer(name)
+    placer = AnswerPlacer(encoder(tokenizer), decoder(tokenizer), step=4, align=0, head=())
+    before, after = long_prompt(400)
+    assert len(before) > 4 * LOCAL_CHARS and len(after) > 4 * LOCAL_CHARS
+    started = time.perf_counter()
+    fast = placer.place(before, after, ("=", "\n"), OFFSETS, "test")
+    fast_seconds = time.perf_counter() - started
+    lowest = len(placer.encode(before + after))
+    started = time.perf_counter()
+    slow, _ = placer._search(before, after, ("=", "\n"), OFFSETS, lowest)  # the whole prompt every time
+    slow_seconds = time.perf_counter() - started
+    assert fast == slow  # same unit, base and padding (text, units, tokens, ids) at every offset
+    for d, pad in fast.paddings.items():  # and the whole padded prompt puts the answer at base + d
+        assert len(placer.encode(before + pad.text + after)) == fast.base + d
+    assert slow_seconds > 2 * fast_seconds, (slow_seconds, fast_seconds)
+
+
+def test_a_placement_that_fails_the_whole_prompt_check_falls_back_to_the_whole_search(monkeypatch):
+    """If the text far from the padding tokenized differently with it (a check fails), the long
+    prompt is searched whole, as a short one is."""
+    import phasescope.probes.padding as padding
+
+    tokenizer = named_tokenizer("qwen3")
+    placer = AnswerPlacer(encoder(tokenizer), decoder(tokenizer), step=4, align=0, head=())
+    before, after = long_prompt(200)
+    calls = []
+    real = padding.fit
+
+    def failing_whole_check(encode, decode, b, a, pad, fuse, head=()):
+        calls.append(len(b))
+        first_whole = len(b) == len(before) and calls.count(len(before)) == 1
+        return None if first_whole else real(encode, decode, b, a, pad, fuse, head)
+
+    monkeypatch.setattr(padding, "fit", failing_whole_check)
+    placed = placer.place(before, after, ("=",), OFFSETS, "test")
+    whole = sum(c == len(before) for c in calls)
+    assert whole > len(OFFSETS) + 2  # the failed check, then the whole search: many whole-prompt fits
+    monkeypatch.setattr(padding, "fit", real)
+    assert placed == placer._search(before, after, ("=",), OFFSETS, len(placer.encode(before + after)))[0]
