@@ -14,6 +14,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "long_forward.py": (["--quick"], "compressed / full"),
     "multi_token_scoring.py": (["--quick"], "where read"),
     "niah.py": (["native", "--quick"], "items of 1,024 tokens"),
+    "padding_search.py": (["--quick"], "| True"),
     "phase_ensemble.py": (["--quick"], "the ensemble costs"),
     "sweep_overhead.py": (["--quick"], "overhead"),
     "sweep_prefix.py": (["--quick"], "speed-up"),

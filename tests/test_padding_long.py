@@ -1,25 +1,21 @@
 """A long prompt's padding is searched on the text around it and checked on the whole prompt:
 the placement equals the whole-prompt search (the slow reference), on both real tokenizers."""
 
+import runpy
 import time
+from pathlib import Path
 
 import pytest
 
 from phasescope.backends.tokenizers import named_tokenizer
 from phasescope.probes.padding import LOCAL_CHARS, AnswerPlacer
-from phasescope.probes.padding_completion import FP8_PROMPT, decoder, encoder
+from phasescope.probes.padding_completion import decoder, encoder
 
 OFFSETS = list(range(12))
-
-
-def long_prompt(repeat: int) -> tuple[str, str]:
-    """FP8's docstring prompt with many lines of code before and after its {pad}."""
-    before, after = FP8_PROMPT.split("{pad}")
-    filler = "".join(f"def helper_{i}(x):\n    return x * {i} + {i % 7}  # scale {i}\n\n" for i in range(repeat))
-    return (
-        filler + before,
-        after + "\n" + filler + "    result = quantize_fp8(x)\n    assert result.dtype == torch.float",
-    )
+# the benchmark's prompt (benchmarks/padding_search.py), loaded from its file
+long_prompt = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "padding_search.py"))[
+    "long_prompt"
+]
 
 
 @pytest.mark.parametrize("name", ["qwen3", "deepseek-v4"])
