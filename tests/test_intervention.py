@@ -54,10 +54,11 @@ def test_the_verdict_needs_19_of_20_on_every_counted_seed():
     assert intervention_verdict(withheld)["verdict"] == "inconclusive"
 
 
-def test_the_intervention_on_a_shipped_model_measures_the_gap_on_the_held_out_half(tmp_path):
+def test_the_intervention_on_a_shipped_model_measures_the_gap_on_the_held_out_half(tmp_path, monkeypatch):
     """Tiny settings on a shipped 4-KV-head model: the unablated gap is analyze's gap of the held-out
     half of a plain sweep, and each set's drop is that gap minus the gap with the set hidden."""
     import phasescope
+    import phasescope.reproduce.intervention as intervention
     from phasescope.analysis.heads import split_contents
     from phasescope.analysis.stats import analyze_records
     from phasescope.backends import resolve_model
@@ -65,6 +66,7 @@ def test_the_intervention_on_a_shipped_model_measures_the_gap_on_the_held_out_ha
     from phasescope.reproduce.intervention import run_intervention
     from phasescope.train.shipped import ASSETS
 
+    monkeypatch.setattr(intervention, "RESAMPLES", 200)  # the point estimate of the gap is all this test reads
     model = ASSETS / "tiny-s4-kv4-s0"
     kv = {
         "causal": [{"kv_heads": [[0, 1]]}, {"kv_heads": [[1, 2]]}],
@@ -75,11 +77,11 @@ def test_the_intervention_on_a_shipped_model_measures_the_gap_on_the_held_out_ha
     records = phasescope.sweep(str(model), "kv-retrieval", offsets=offsets, samples=24, seed=0).records
     _, tested = split_contents(np.array([r.content_id for r in records]), 0)
     held_out = [r.to_json() for r in records if r.content_id in set(tested.tolist())]
-    base = analyze_records(held_out, n_resamples=1000)["gap_pp"]
+    base = analyze_records(held_out, n_resamples=200)["gap_pp"]
     assert out["settings"]["tested_contents"] == 12 and out["gap_unablated_pp"] == base
     loaded = resolve_model(str(model))
     with hide_kv_entries(loaded.module, [(0, 1), (1, 2)]):
         hidden = phasescope.sweep(loaded, "kv-retrieval", offsets=offsets, samples=24, seed=0).records
-    gap = analyze_records([r.to_json() for r in hidden if r.content_id in set(tested.tolist())], n_resamples=1000)
+    gap = analyze_records([r.to_json() for r in hidden if r.content_id in set(tested.tolist())], n_resamples=200)
     assert out["named"] == [[0, 1], [1, 2]] and out["named_lowered_pp"] == base - gap["gap_pp"]
     assert [len(r["kv_heads"]) for r in out["random"]] == [2, 2]
