@@ -36,15 +36,17 @@ def probe_option(name: str) -> tuple[type, object]:
     """The command-line option of a probe option, from its declaration (probes/options.py): its
     default, flag, help, metavar, panel and bounds."""
     from phasescope.probes import declared_options
+    from phasescope.probes.options import as_text
+    from phasescope.probes.options import flag as flag_of
 
     declared = declared_options()[name]
     meta, default = declared.metadata, declared.default
-    flag = "--" + name.replace("_", "-")
+    flag = flag_of(name)
     if isinstance(default, bool):
         decls = [f"{flag}/{meta['off_flag']}"] if meta["off_flag"] else [flag]
         return bool, typer.Option(default, *decls, metavar="", rich_help_panel=meta["panel"], help=meta["help"])
     kind = str if meta["parse"] else _value_type(declared)
-    shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+    shown = as_text(default) if isinstance(default, tuple) else default
     bounds = {k: meta[k] for k in ("min", "max") if meta[k] is not None}
     option = typer.Option(
         shown, flag, metavar=meta["metavar"], rich_help_panel=meta["panel"], help=meta["help"], **bounds

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.kv_retrieval import KVRetrievalProbe, KVRetrievalSpec
-from phasescope.probes.options import NoOptions, ProbeOptions
+from phasescope.probes.options import NoOptions, ProbeOptions, given_flag
 from phasescope.probes.padding_completion import CompletionSpec, PaddingCompletionProbe
 from phasescope.specs import ProbeSpec
 
@@ -67,15 +67,10 @@ def probe_spec(name: str, given: dict) -> ProbeSpec:
     declared = declared_options()
     unused = [n for n, value in given.items() if n not in own and value != declared[n].default]
     if unused:
-        flags = ", ".join(_flag_of(declared[n], given[n]) for n in unused)
+        flags = ", ".join(given_flag(declared[n], given[n]) for n in unused)
         kind = ProbeSpec(name).kind
         raise ProbeError(f"{flags}: not used by the {kind} probe; drop {'it' if len(unused) == 1 else 'them'}")
     return ProbeSpec(name, cls(**{n: v for n, v in given.items() if n in own}))
-
-
-def _flag_of(declared: Field, value) -> str:
-    off = declared.metadata.get("off_flag")
-    return off if value is False and off else "--" + declared.name.replace("_", "-")
 
 
 def build_probe(ctx: ProbeContext) -> Probe:

@@ -10,7 +10,7 @@ A new option is one field in the probe's ``Options``; nothing else names it.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 
 from phasescope.errors import ProbeError
@@ -37,6 +37,17 @@ def option(
 
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def given_flag(declared: Field, value) -> str:
+    """The flag that set a declared option to ``value`` (``--mixed-phase`` for same_phase=False)."""
+    off = declared.metadata.get("off_flag")
+    return off if value is False and off else flag(declared.name)
+
+
+def as_text(value) -> str:
+    """A value as the command line writes it (a tuple as 0,1)."""
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def parse_gaps(text: str) -> tuple[int, ...]:
@@ -89,25 +100,13 @@ class ProbeOptions:
             if value == f.default:
                 continue
             if isinstance(value, bool):
-                args.append(flag(f.name) if value else f.metadata["off_flag"])
-            elif isinstance(value, tuple):
-                args += [flag(f.name), ",".join(map(str, value))]
+                args.append(given_flag(f, value))
             elif value is not None:
-                args += [flag(f.name), str(value)]
+                args += [flag(f.name), as_text(value)]
         return args
 
     def to_json(self) -> dict:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
-
-    @classmethod
-    def defaults(cls) -> dict:
-        return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
-
-    @classmethod
-    def given_flag(cls, name: str, value) -> str:
-        """The flag that set option ``name`` to ``value`` (``--mixed-phase`` for same_phase=False)."""
-        off = {f.name: f.metadata.get("off_flag") for f in fields(cls)}.get(name)
-        return off if value is False and off else flag(name)
 
 
 @dataclass(frozen=True)

@@ -65,16 +65,21 @@ def _phase_table(metrics: Metrics) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def _text_table(head: list[str], rows: list[list[str]]) -> str:
+    """An HTML table of text cells (escaped)."""
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{header}</tr>{cells}</table>"
+
+
 def _probability_table(metrics: Metrics) -> str:
     probabilities = probability_table(metrics)
     if probabilities is None:
         return ""
-    head, rows = probabilities
-    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return (
-        "<h2>Mean probability of each candidate per phase</h2><table><tr>"
-        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        + f"</tr>{cells}</table><p>{html.escape(probability_line(metrics))}</p>"
+        "<h2>Mean probability of each candidate per phase</h2>"
+        + _text_table(*probabilities)
+        + f"<p>{html.escape(probability_line(metrics))}</p>"
     )
 
 
@@ -88,10 +93,7 @@ def _task_tables(metrics: Metrics) -> str:
         "scores each by its rule; these are each task's own metrics (acc, acc_norm, exact_match, ...) as lm-eval "
         "computes them, at offset 0 and per phase with a 95% interval by document.</p>"
     ]
-    for title, head, rows in tables:
-        cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-        header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        out.append(f"<h3>{html.escape(title)}</h3><table><tr>{header}</tr>{cells}</table>")
+    out += [f"<h3>{html.escape(title)}</h3>{_text_table(head, rows)}" for title, head, rows in tables]
     return "".join(out)
 
 
