@@ -77,10 +77,11 @@ def load_run(run_dir) -> RunTables:
     phase_by_offset = metrics.phase_by_offset
     if isinstance(phase_by_offset, list) and len(phase_by_offset) == len(offsets):
         offsets["phase"] = phase_by_offset
-    samples = logged_samples(run_dir)
-    rows = [flat_record(r) | _sample_columns(samples.get(r.key)) for r in records] if samples else None
+    rows = [flat_record(r) for r in records]
+    if samples := logged_samples(run_dir):  # sweep --log-samples: what each record was scored on
+        rows = [row | _sample_columns(samples.get(r.key)) for row, r in zip(rows, records, strict=True)]
     return RunTables(
-        records=pd.DataFrame(rows if rows is not None else [flat_record(r) for r in records]),
+        records=pd.DataFrame(rows),
         phases=pd.DataFrame([{k: _cell(v) for k, v in vars(row).items()} for row in metrics.phases]),
         offsets=offsets,
         task_metrics=pd.DataFrame(task_metric_rows(metrics.task_metrics or {}), columns=TASK_COLUMNS),
@@ -160,9 +161,7 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
             raise InputError(f"--out {path} exists and is not a phasescope lm-eval export; choose a new file")
         _, records, metrics = _run(run_dir)
         spec = read_json(RunDir(run_dir).spec, "sweep spec")
-        manifest_path = RunDir(run_dir).manifest
-        manifest = read_json(manifest_path, "sweep manifest") if manifest_path.exists() else {}
-        results = lm_eval_results(records, metrics, spec, manifest)
+        results = lm_eval_results(records, metrics, spec, RunDir(run_dir).read_manifest())
         atomic_write_text(path, json.dumps(results, indent=2, allow_nan=False))
         return [path]
     tables = load_run(run_dir)

@@ -38,7 +38,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     if not found.records:
         raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
     spec_path = RunDir(run_dir).spec
-    spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
+    spec = RunDir(run_dir).read_spec()
     check_schema(spec, spec_path)
     seed = spec.get("seed", 0)
     if not isinstance(seed, int):

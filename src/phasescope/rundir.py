@@ -60,6 +60,14 @@ class RunDir:
     def report(self) -> Path:
         return self.path / REPORT
 
+    def read_spec(self) -> dict:
+        """spec.json ({} when the run has none: records adopted or made by hand)."""
+        return read_json(self.spec, "sweep spec") if self.spec.exists() else {}
+
+    def read_manifest(self) -> dict:
+        """manifest.json ({} when the run has none)."""
+        return read_json(self.manifest, "sweep manifest") if self.manifest.exists() else {}
+
     @property
     def samples(self) -> Path:
         return self.path / SAMPLES

@@ -19,7 +19,7 @@ from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number, page_head
 from phasescope.rundir import RunDir
-from phasescope.runfiles import atomic_write_text, read_json
+from phasescope.runfiles import atomic_write_text
 
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")
@@ -184,8 +184,7 @@ def _bounded(metrics: Metrics) -> bool:
 
 def probe_label(run: ComparedRun) -> str:
     """The run's probe (and design, where the probe has designs) from its spec.json."""
-    spec_path = RunDir(run.run_dir).spec
-    spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
+    spec = RunDir(run.run_dir).read_spec()
     probe = spec.get("probe") or {}
     name = str(probe.get("probe") or "unknown probe")
     return name + (f" ({probe['design']})" if probe.get("design") else "")
@@ -230,9 +229,7 @@ def _runs_list(runs: list[ComparedRun]) -> str:
     """Where each run came from: its directory, model, probe and design, the sweep command."""
     items = []
     for run in runs:
-        spec_path, manifest_path = RunDir(run.run_dir).spec, RunDir(run.run_dir).manifest
-        spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
-        manifest = read_json(manifest_path, "sweep manifest") if manifest_path.exists() else {}
+        spec, manifest = RunDir(run.run_dir).read_spec(), RunDir(run.run_dir).read_manifest()
         text = f"{run.label}: {run.run_dir}; model: {spec.get('model', '?')}; probe: {probe_label(run)}"
         command = f"<br><code>{html.escape(manifest['command'])}</code>" if manifest.get("command") else ""
         items.append(f"<li>{html.escape(text)}{command}</li>")

@@ -25,13 +25,12 @@ from phasescope.reporting.text import (
     window_line,
 )
 from phasescope.rundir import RunDir
-from phasescope.runfiles import atomic_write_text, read_json
+from phasescope.runfiles import atomic_write_text
 
 
 def write_report(run_dir: Path, metrics: Metrics) -> Path:
     """report.html and its figures for the run in ``run_dir``, whose current metrics are ``metrics``."""
-    spec_path = RunDir(run_dir).spec
-    spec = read_json(spec_path, "sweep spec") if spec_path.exists() else {}
+    spec = RunDir(run_dir).read_spec()
     images = []
     for name, draw in FIGURES.items():
         path = run_dir / "figures" / name
@@ -117,8 +116,7 @@ def _summary(metrics: Metrics) -> str:
 
 def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
     figures = "".join(images)
-    manifest_path = RunDir(run_dir).manifest
-    command = read_json(manifest_path, "sweep manifest").get("command") if manifest_path.exists() else None
+    command = RunDir(run_dir).read_manifest().get("command")
     reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
     return f"""{page_head(f"phasescope report: {run_dir}")}
 <h1>phasescope report</h1><p>run directory: <code>{html.escape(str(run_dir))}</code>; step {metrics.step}</p>
