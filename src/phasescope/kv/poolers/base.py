@@ -12,13 +12,18 @@ turns the features of a window's slots into an entry. Slots before position 0 ar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from phasescope.kv.config import CompressionConfig
+
+class WindowGeometry(Protocol):
+    """What a pooler reads of its layer's ``CompressionConfig`` (kv/config.py checks a config
+    against the registry of poolers, so the poolers must not import the config back)."""
+
+    step: int
+    window: int
 
 
 class Pooler(nn.Module):
@@ -27,13 +32,13 @@ class Pooler(nn.Module):
     # True when one pooled vector serves as both key and value (DeepSeek-V4's shared KV).
     shared_kv: ClassVar[bool] = False
 
-    def __init__(self, cfg: CompressionConfig, d_model: int, n_kv_heads: int, head_dim: int):
+    def __init__(self, cfg: WindowGeometry, d_model: int, n_kv_heads: int, head_dim: int):
         super().__init__()
         self.step, self.window = cfg.step, cfg.window
         self.n_kv_heads, self.head_dim = n_kv_heads, head_dim
 
     @classmethod
-    def check_geometry(cls, cfg: CompressionConfig) -> None:
+    def check_geometry(cls, cfg: WindowGeometry) -> None:
         """Raise ValueError when this pooler cannot serve the geometry."""
 
     def feature_dim(self) -> int:
