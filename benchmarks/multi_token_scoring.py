@@ -23,12 +23,12 @@ def _score(path: str, mode: str, tokens: int, items: int, queue) -> None:
     import numpy as np
     import torch
 
-    from phasescope.backends import BackendOptions, load_spec
+    from phasescope.backends import load_spec
     from phasescope.backends.scoring import full_logits, score_items
     from phasescope.probes.base import ProbeItem
 
     torch.set_num_threads(2)
-    backend = load_spec(f"hf:{path}", BackendOptions())
+    backend = load_spec(f"hf:{path}")
     rng = np.random.default_rng(0)
     batch = []
     for i in range(items):

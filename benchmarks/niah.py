@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import phasescope
-from phasescope.backends import BackendOptions
+from phasescope.backends.served import Options as ServedOptions
 
 DEMO = Path(phasescope.__file__).parent / "assets" / "demo" / "tiny-s4"
 OFFSETS = range(8)
@@ -78,7 +78,7 @@ def vllm(context: int, samples: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_model(Path(tmp) / "qwen3", max_len=context + 64)
         with serve(model, max_len=context + 64, kv_cache_gib=2, startup_s=600) as url:
-            options = BackendOptions(tokenizer=str(model), concurrency=2, timeout=600)
+            options = ServedOptions(tokenizer=str(model), concurrency=2, timeout=600)
             spec = f"openai:{url}#{model}"
             extra = dict(step=4, local=64, pair_format="numbers", options=options)
             timed_sweep("vLLM CPU, tiny Qwen3", spec, context, samples, **extra)

@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 import phasescope
-from phasescope.backends import BACKENDS, BackendOptions, kind, load_spec
+from phasescope.backends import BACKENDS, kind, load_spec
+from phasescope.backends.hf import Options as HFOptions
 from phasescope.cli import app
 from phasescope.errors import InputError
 from phasescope.probes import ProbeError
@@ -61,11 +62,11 @@ def test_a_prompt_longer_than_the_model_accepts_is_refused_not_truncated(tmp_pat
 def test_dtype_and_an_in_memory_transformers_model(qwen3_dir):
     from transformers import AutoModelForCausalLM
 
-    half = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1, options=BackendOptions(dtype="bfloat16"))
+    half = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1, options=HFOptions(dtype="bfloat16"))
     full = phasescope.sweep(f"hf:{qwen3_dir}", step=4, samples=1)
     assert all(abs(a.logprob_target - b.logprob_target) < 0.1 for a, b in zip(half.records, full.records, strict=True))
     with pytest.raises(InputError, match="--dtype 'float8'"):
-        BackendOptions(dtype="float8")
+        HFOptions(dtype="float8")
     model = AutoModelForCausalLM.from_pretrained(qwen3_dir)
     tokenizer = load_spec(f"hf:{qwen3_dir}").info.tokenizer
     in_memory = phasescope.sweep(model, step=4, samples=1, tokenizer=tokenizer)
@@ -120,7 +121,7 @@ def test_logits_only_where_read_equal_every_position_sliced(kind, qwen3_dir):
     from phasescope.backends.scoring import full_logits, score_items
     from phasescope.demo import ASSETS
 
-    backend = load_spec(str(ASSETS / "tiny-s4") if kind == "native" else f"hf:{qwen3_dir}", BackendOptions())
+    backend = load_spec(str(ASSETS / "tiny-s4") if kind == "native" else f"hf:{qwen3_dir}")
     items = _items_with_multi_token_candidates(backend.info.vocab_size)
     widths = []
 

@@ -22,6 +22,7 @@ ORDER = [
     "version",
     "validation",
     "limits",
+    "options",
     "specs",
     "runfiles",
     "recordfile",
@@ -51,7 +52,7 @@ ORDER = [
     "__main__",
 ]
 TORCH_FREE = {
-    "errors", "version", "validation", "limits", "specs", "runfiles", "recordfile", "metricsfile", "rundir",
+    "errors", "version", "validation", "limits", "options", "specs", "runfiles", "recordfile", "metricsfile", "rundir",
     "analysis", "reporting", "results",
 }  # fmt: skip
 

@@ -144,13 +144,13 @@ def test_the_served_backend_gives_the_same_records(setup, tmp_path, monkeypatch)
 
     import phasescope
     from fake_server import FakeVLLM
-    from phasescope.specs import BackendOptions
+    from phasescope.backends.served import Options as ServedOptions
 
     monkeypatch.chdir(ROOT)
     server = FakeVLLM(AutoModelForCausalLM.from_pretrained(setup["model"]))
     try:
         spec = f"openai:{server.url}#tiny"
-        options = BackendOptions(tokenizer=str(setup["model"]))
+        options = ServedOptions(tokenizer=str(setup["model"]))
         run = tmp_path / "served"
         phasescope.sweep(
             spec, "lm-eval:ps_phrases", step=4, offsets=OFFSETS, samples=3, include_path=TASKS, options=options, out=run

@@ -12,7 +12,7 @@ import torch
 import phasescope
 from phasescope.backends import from_callable
 from phasescope.backends import logits as logits_backend
-from phasescope.backends.hf import HFSession
+from phasescope.backends.hf_model import HFSession
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
 from phasescope.probes import KVRetrievalProbe, KVRetrievalSpec, ProbeError

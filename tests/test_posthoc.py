@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import phasescope
-from phasescope.backends import BackendOptions
+from phasescope.backends.hf import Options as HFOptions
 from phasescope.errors import InputError
 from phasescope.kv.posthoc import _attention, compressed_attention, parse_compress
 
@@ -94,7 +94,7 @@ def test_a_sweep_with_post_hoc_compression_records_its_geometry(tmp_path):
     from hf_models import tiny_qwen3, word_tokenizer
 
     model = tiny_qwen3(tmp_path / "m", word_tokenizer())
-    options = BackendOptions(compress="mean:s=4,w=4,L=16")
+    options = HFOptions(compress="mean:s=4,w=4,L=16")
     result = phasescope.sweep(f"hf:{model}", samples=2, out=tmp_path / "run", options=options)
     assert len(result.records) == 48 and phasescope.analyze(tmp_path / "run", n_resamples=100).step == 4
     spec = (tmp_path / "run" / "spec.json").read_text()
@@ -103,5 +103,5 @@ def test_a_sweep_with_post_hoc_compression_records_its_geometry(tmp_path):
         InputError,
         match=r'different sweep \(.*sweep\.backend\.compress: "mean:s=4,w=4,L=16" in the run, "mean:s=4,w=4,L=32" now',
     ):  # not a resume
-        other = BackendOptions(compress="mean:s=4,w=4,L=32")
+        other = HFOptions(compress="mean:s=4,w=4,L=32")
         phasescope.sweep(f"hf:{model}", samples=2, out=tmp_path / "run", options=other)

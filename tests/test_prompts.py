@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import phasescope
-from phasescope.backends import BackendOptions
+from phasescope.backends.served import Options as ServedOptions
 from phasescope.kv import scheme
 from phasescope.model import Decoder, preset
 from phasescope.probes import ProbeError
@@ -116,7 +116,7 @@ def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen, tmp_
     local = phasescope.sweep(f"hf:{qwen}", probe, step=4, offsets=OFFSETS, out=tmp_path / "hf")
     server = FakeVLLM(AutoModelForCausalLM.from_pretrained(qwen))
     try:
-        options = BackendOptions(tokenizer=str(qwen), backoff=0.01)
+        options = ServedOptions(tokenizer=str(qwen), backoff=0.01)
         remote = phasescope.sweep(f"openai:{server.url}#tiny", probe, step=4, offsets=OFFSETS, options=options)
     finally:
         server.close()

@@ -143,9 +143,10 @@ def test_a_chunked_read_of_the_deepseek_v4_cache_equals_one_forward(tmp_path):
     """The hf: backend reads DeepSeek-V4 prompts through its cache (prefix reuse, long prompts):
     chunks and continuations give the logits of one forward pass (indexer keeping every entry)."""
     from hf_models import tiny_deepseek_v4
-    from phasescope.backends.hf import HFSession, load_hf_module
+    from phasescope.backends.hf import Options as HFOptions
+    from phasescope.backends.hf_model import HFSession, load_hf_module
 
-    _, model = load_hf_module(tiny_deepseek_v4(tmp_path / "v4", vocab_size=64, sliding_window=16))
+    _, model = load_hf_module(tiny_deepseek_v4(tmp_path / "v4", vocab_size=64, sliding_window=16), HFOptions())
     ids = torch.randint(0, 64, (2, 301), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         whole = model(input_ids=ids, use_cache=False).logits

@@ -9,7 +9,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 import phasescope
-from phasescope.backends import BackendOptions
+from phasescope.backends.served import Options as ServedOptions
 from phasescope.errors import InputError
 
 
@@ -25,7 +25,7 @@ def served(tmp_path_factory):
 
 
 def options(directory, **kw):
-    return BackendOptions(tokenizer=str(directory), backoff=0.01, **kw)
+    return ServedOptions(tokenizer=str(directory), backoff=0.01, **kw)
 
 
 def test_served_records_equal_hf_records_on_the_same_weights(served, tmp_path, monkeypatch):

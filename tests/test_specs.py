@@ -12,13 +12,15 @@ import typer
 
 import phasescope
 import phasescope.api
+from phasescope.backends.hf import Options as HFOptions
+from phasescope.backends.native import Options as NativeOptions
 from phasescope.cli import app
 from phasescope.cli.sweep import sweep_specs
 from phasescope.errors import InputError
 from phasescope.probes import PROBES, probe_spec
 from phasescope.run.settings import option_sections, sweep_settings
 from phasescope.rundir import LEGACY_PROBE_DEFAULTS as LEGACY_PROBE
-from phasescope.specs import BackendOptions, RunOptions, SweepSpec
+from phasescope.specs import RunOptions, SweepSpec
 
 OPTION_SECTION = option_sections()
 
@@ -55,19 +57,23 @@ def parsed_by_the_command_line(argv: list[str]) -> dict:
     return command.make_context("sweep", list(argv)).params
 
 
+MODEL = "hf:models/x"  # the backend with the most options of its own
+
+
 def test_every_option_lands_in_its_spec():
-    spec, run = sweep_settings("runs/s4", **NON_DEFAULT)
+    spec, run = sweep_settings(MODEL, **NON_DEFAULT)
     options = spec.probe.options
     assert spec.probe.name == "kv-retrieval" and options.kv_gaps == (0, 3) and options.depth == 0.25
     assert (spec.geometry.step, spec.geometry.align, spec.geometry.window, spec.geometry.local) == (4, 1, 8, 64)
     assert spec.offsets == NON_DEFAULT["offsets"] and (spec.samples, spec.seed) == (12, 3)
     assert spec.remedies.phase_ensemble and spec.remedies.ensemble_pad_id == 7
     assert (spec.backend.dtype, spec.backend.tokenizer) == ("bfloat16", "deepseek-v4")
+    assert spec.backend.compress == NON_DEFAULT["compress"]
     assert run == RunOptions(Path("runs/x"), 5, False, False, False)
 
 
 def test_the_reproducing_command_reads_back_into_the_same_spec():
-    spec, run = sweep_settings("runs/s4", **NON_DEFAULT)
+    spec, run = sweep_settings(MODEL, **NON_DEFAULT)
     again, run_again = sweep_specs(parsed_by_the_command_line(spec.to_argv(run)))
     assert again == spec
     assert replace(run_again, progress=False) == run  # the command line shows a bar; Python does not
@@ -76,7 +82,7 @@ def test_the_reproducing_command_reads_back_into_the_same_spec():
 def test_defaults_agree_between_the_command_line_and_python():
     from_cli = sweep_specs(parsed_by_the_command_line(["--model", "runs/s4", "--out", "runs/x"]))
     assert from_cli == sweep_settings("runs/s4", out="runs/x", progress=True)
-    assert from_cli[0] == replace(SweepSpec("runs/s4"), probe=probe_spec("kv-retrieval", {}))
+    assert from_cli[0] == replace(SweepSpec("runs/s4"), probe=probe_spec("kv-retrieval", {}), backend=NativeOptions())
 
 
 def test_an_unknown_option_is_refused_with_the_closest_name():
@@ -98,11 +104,11 @@ def test_python_keywords_reach_the_specs(monkeypatch):
         seen.update(spec=spec, run=run, **inputs)
 
     monkeypatch.setattr(phasescope.api, "sweep_spec", capture)
-    backend = BackendOptions(dtype="float16")
+    backend = HFOptions(dtype="float16")
     phasescope.sweep("hf:some/dir", "kv-retrieval", step=4, offsets=range(8), tokenizer="qwen3", options=backend)
     spec = seen["spec"]
     assert spec.model == "hf:some/dir" and spec.probe.name == "kv-retrieval" and spec.offsets == tuple(range(8))
-    assert spec.backend == BackendOptions(dtype="float16", tokenizer="qwen3")  # a name is how the model loads
+    assert spec.backend == HFOptions(dtype="float16", tokenizer="qwen3")  # a name is how the model loads
     assert seen["tokenizer"] is None
     phasescope.sweep(Path("runs/s4"), "lm-eval:t", include_path=Path("tasks"))
     assert seen["spec"].model == "runs/s4" and seen["spec"].probe.options.include_path == "tasks"
@@ -113,7 +119,7 @@ def test_every_command_line_option_is_a_spec_field():
     from phasescope.cli.sweep import SWEEP_OPTIONS
 
     assert set(SWEEP_OPTIONS) - set(OPTION_SECTION) == {"model"}
-    assert set(OPTION_SECTION) - set(SWEEP_OPTIONS) == {"backoff"}  # Python only: retry timing of served models
+    assert set(OPTION_SECTION) == set(SWEEP_OPTIONS) - {"model"}
 
 
 def test_lists_and_ranges_from_python_become_the_same_spec():

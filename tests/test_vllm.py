@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import phasescope
-from phasescope.backends import BackendOptions
+from phasescope.backends.served import Options as ServedOptions
 from vllm_server import VENV, ServerFailed, serve
 
 
@@ -47,7 +47,7 @@ def server(tmp_path_factory):
 
 def test_a_sweep_through_vllm_equals_the_same_sweep_through_hf(server, tmp_path):
     url, model = server
-    options = BackendOptions(tokenizer=str(model), concurrency=4)
+    options = ServedOptions(tokenizer=str(model), concurrency=4)
     remote = phasescope.sweep(f"openai:{url}#{model}", step=4, samples=2, out=tmp_path / "r", options=options)
     local = phasescope.sweep(f"hf:{model}", step=4, samples=2)
     assert len(remote.records) == len(local.records) == 48
@@ -62,7 +62,7 @@ def test_a_sweep_through_vllm_equals_the_same_sweep_through_hf(server, tmp_path)
 def test_the_study_code_probe_through_vllm_equals_hf(server, tmp_path):
     """padding-completion with multi-token answers on Qwen3's tokenizer ('32' is two digits)."""
     url, model = server
-    options = BackendOptions(tokenizer=str(model), concurrency=4)
+    options = ServedOptions(tokenizer=str(model), concurrency=4)
     common = dict(probe="padding-completion", step=4, samples=2, offsets=range(8))
     remote = phasescope.sweep(f"openai:{url}#{model}", options=options, **common)
     local = phasescope.sweep(f"hf:{model}", **common)
@@ -80,7 +80,7 @@ def test_vllm_is_read_without_echo(server):
     from phasescope.probes import CompletionSpec, PaddingCompletionProbe
 
     url, model = server
-    backend = load_spec(f"openai:{url}#{model}", BackendOptions(tokenizer=str(model)))
+    backend = load_spec(f"openai:{url}#{model}", ServedOptions(tokenizer=str(model)))
     backend.prepare(ScoringPlan(4, 0, 4))
     probe = PaddingCompletionProbe(load_tokenizer(str(model)), CompletionSpec(), step=4)
     import numpy as np

@@ -35,19 +35,21 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
     `phasescope sweep`'s options by their Python names (``step``, ``offsets=range(24)``,
     ``samples``, ``design``, ``kv_gaps=(0, 1)``, ``out``, ``batch_size``, ``dry_run``, ...; the
     list: ``phasescope.run.settings.option_sections()``, what each means: ``phasescope sweep --help``,
-    docs/sweeps.md); ``options=BackendOptions(...)`` may stand for the model-loading ones.
+    docs/sweeps.md); ``options=`` the backend's ``Options`` (e.g. ``phasescope.backends.hf.Options(dtype=
+    "bfloat16")``) may stand for the model-loading ones.
     ``task`` (a RetrievalTask), ``tokenizer`` (an object) and ``completion`` (CompletionSpec or a
     list) are what the probe is built from when the model does not bring them. ``dry_run=True``
     returns the plan and writes nothing.
     """
-    if "options" in options:  # the model-loading options as one BackendOptions, as before
+    if "options" in options:  # the model-loading options as one backend Options object
         options["backend"] = options.pop("options")
     if isinstance(tokenizer, (str, Path)):  # a tokenizer directory or name: how the model loads, not an object
         options["tokenizer"], tokenizer = str(tokenizer), None
+    from phasescope.backends import model_kind
     from phasescope.run.settings import sweep_settings
 
     name = model if isinstance(model, str) else str(model) if isinstance(model, Path) else "python"
-    spec, run = sweep_settings(name, probe=probe, **options)
+    spec, run = sweep_settings(name, model_kind(model), probe=probe, **options)
     return sweep_spec(spec, run, model=model, command=command, task=task, tokenizer=tokenizer, completion=completion)
 
 
@@ -70,12 +72,16 @@ class Prepared:
 def prepare_sweep(spec: SweepSpec, model=None, **inputs) -> Prepared:
     """Load the model, resolve the geometry and build the probe: the slow start of a sweep, before
     anything is scored (the command line shows a spinner over it)."""
+    from phasescope.backends import backend_options, model_kind
     from phasescope.probes import probe_spec
     from phasescope.specs import Geometry
 
+    model = model if model is not None else spec.model
     if spec.probe.options is None:  # a SweepSpec built by hand: the probe's default options
         spec = replace(spec, probe=probe_spec(spec.probe.name, {}))
-    backend = resolve_model(model if model is not None else spec.model, spec.backend)
+    if spec.backend is None:  # ... and the backend's
+        spec = replace(spec, backend=backend_options(model_kind(model), {}))
+    backend = resolve_model(model, spec.backend)
     geometry = Geometry.resolve(backend.info.geometry, spec.geometry, backend.info.description or "the model")
     if geometry.local is None and backend.info.callable_only:
         warnings.warn(_UNKNOWN_RAW_WINDOW, stacklevel=4)
@@ -121,10 +127,11 @@ def _probe(spec: SweepSpec, backend, geometry, inputs: dict):
 
     info = backend.info
     tokenizer = inputs["tokenizer"] or info.tokenizer
-    if tokenizer is None and spec.backend.tokenizer:  # a callable brings none: the one named (a directory or name)
+    named = getattr(spec.backend, "tokenizer", None)
+    if tokenizer is None and named:  # a callable brings none: the one named (a directory or name)
         from phasescope.backends.base import load_tokenizer
 
-        tokenizer = load_tokenizer(spec.backend.tokenizer)
+        tokenizer = load_tokenizer(named)
     bos_id = info.bos_id if info.bos_id is not None else getattr(tokenizer, "bos_token_id", None)
     task = inputs["task"] or (RetrievalTask.from_dict(info.task) if info.task else None)
     ctx = ProbeContext(

@@ -51,14 +51,14 @@ class PhaseEnsembleLM(TemplateLM):
         **_ignored,
     ):
         super().__init__()
-        from phasescope.backends import resolve_model
+        from phasescope.backends import backend_options, resolve_model, spec_kind
         from phasescope.run.ensemble import pad_token, phase_ensemble
-        from phasescope.specs import BackendOptions
 
         if base not in BASES or not pretrained:
             raise InputError(f"phasescope-ensemble: pass base=hf|phasescope and pretrained=DIR (got base={base!r})")
-        options = BackendOptions(dtype=dtype, device=_usable(device), tokenizer=tokenizer)
-        model = resolve_model(BASES[base] + str(pretrained), options)
+        spec = BASES[base] + str(pretrained)
+        options = backend_options(spec_kind(spec), {"dtype": dtype, "device": _usable(device), "tokenizer": tokenizer})
+        model = resolve_model(spec, options)
         step = int(step) if step is not None else model.info.geometry.step
         if step is None:
             raise InputError(

@@ -85,11 +85,12 @@ class RunDir:
             f.write(lines)
 
     def open_for_sweep(
-        self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False, probe_defaults=None
+        self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False, own_defaults=None
     ) -> dict:
         """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
         same model (weights fingerprint; the path it was reached by does not matter); the manifest
-        (a git call) is built only when it is missing."""
+        (a git call) is built only when it is missing. ``own_defaults``: the probe's and the
+        backend's options at their defaults (``upgrade_spec``)."""
         out, spec = self.path, json.loads(json.dumps(spec))
         spec_path, manifest_path = self.spec, self.manifest
         fix = f"delete {out} to start the sweep again, or use another --out"
@@ -109,7 +110,7 @@ class RunDir:
             check_schema(saved, spec_path)
             # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
             ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
-            before, now = _without_model(upgrade_spec(saved, probe_defaults)), _without_model(spec)
+            before, now = _without_model(upgrade_spec(saved, **(own_defaults or {}))), _without_model(spec)
             diff = differing_keys(before, now, ignore=ignore)
             if diff:
                 older = (
@@ -219,8 +220,9 @@ def check_schema(saved: dict, path: Path) -> None:
         )
 
 
-# sweep.probe as spec.json held it before each probe owned its options (issue #31): every probe's
-# option, at these defaults when the probe did not read it
+# sweep.probe and sweep.backend as spec.json held them before each probe and backend owned its
+# options (issue #31): every probe's option, at these defaults when the probe did not read it; the
+# three measured model options, whichever backend loaded the model
 LEGACY_PROBE_DEFAULTS = {
     "design": "shift-needle",
     "depth": 0.5,
@@ -233,33 +235,41 @@ LEGACY_PROBE_DEFAULTS = {
     "include_path": None,
     "same_phase": True,
 }
+LEGACY_BACKEND_KEYS = ("dtype", "compress", "tokenizer")
 
 
-def upgrade_spec(saved: dict, probe_defaults: dict | None = None) -> dict:
+def upgrade_spec(saved: dict, probe: dict | None = None, backend: dict | None = None) -> dict:
     """A spec.json written before some option existed, read as this version would have written
     it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
     ``backend`` sections) reads as its default -- what the run did, since the option did not
     exist -- except where the default changed what is measured: ``same_phase`` (the text probe
     did not move its contents to one phase; the id-level probe has one phase per offset either
-    way). ``probe_defaults``: the sweep's probe's own options at their defaults (JSON); another
-    probe's option that the old layout recorded at its default is dropped. So adding an option
-    never stops an old run from resuming."""
+    way). ``probe`` / ``backend``: the sweep's probe's and backend's own options at their
+    defaults (JSON). Another probe's option that the old layout recorded at its default is
+    dropped, and so is a model option the backend does not have (it did not act: a phasescope
+    model refused --compress, a served one ignored --dtype). So adding an option never stops an
+    old run from resuming."""
     saved = json.loads(json.dumps(saved))
     sweep = saved.get("sweep")
     if not isinstance(sweep, dict):
         return saved
     text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
     defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
-    if probe_defaults is not None:
-        defaults["probe"] |= probe_defaults
-        if "same_phase" in probe_defaults:
+    if probe is not None:
+        defaults["probe"] |= probe
+        if "same_phase" in probe:
             defaults["probe"]["same_phase"] = not text_probe
-        probe = sweep.get("probe")
-        if isinstance(probe, dict):
+        if isinstance(sweep.get("probe"), dict):
             sweep["probe"] = {
                 k: v
-                for k, v in probe.items()
-                if k == "name" or k in probe_defaults or k not in LEGACY_PROBE_DEFAULTS or v != LEGACY_PROBE_DEFAULTS[k]
+                for k, v in sweep["probe"].items()
+                if k == "name" or k in probe or k not in LEGACY_PROBE_DEFAULTS or v != LEGACY_PROBE_DEFAULTS[k]
+            }
+    if backend is not None:
+        defaults["backend"] = dict(backend)
+        if isinstance(sweep.get("backend"), dict):
+            sweep["backend"] = {
+                k: v for k, v in sweep["backend"].items() if k in backend or k not in LEGACY_BACKEND_KEYS
             }
     for key, value in defaults.items():
         if isinstance(value, dict) and isinstance(sweep.get(key), dict):

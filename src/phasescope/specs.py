@@ -21,47 +21,8 @@ from pathlib import Path
 from phasescope.errors import InputError
 
 SCHEMA = 2  # spec.json's layout; run directories of schema 1 (no "schema" key) still resume
-DTYPES = ("float32", "bfloat16", "float16")
 DESIGNS = ("shift-needle", "pad-prefix")
 MAX_SAMPLES = 100_000  # contents per sweep; more would take days to check and score, and hung silently
-
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """How to load a model (sweep's model options); none of them changes what is measured except
-    dtype and compress, which the run's fingerprint records."""
-
-    dtype: str = "float32"
-    device: str = "cpu"
-    trust_remote_code: bool = False
-    compress: str = "none"  # hf: post-hoc compression, e.g. mean:s=4,w=4,L=128 (phasescope.kv.posthoc)
-    tokenizer: str | None = None  # a tokenizer directory, or deepseek-v4 / qwen3
-    concurrency: int = 8  # openai: requests in flight
-    timeout: float = 120.0  # openai: seconds per request
-    retries: int = 4  # openai: retries after a 5xx answer, a dropped connection or unreadable JSON
-    backoff: float = 1.0  # openai: seconds before the first retry, doubled each time
-    api_key_env: str = "OPENAI_API_KEY"  # openai: environment variable holding the key (never stored)
-
-    def __post_init__(self) -> None:
-        compress_fields(self.compress)  # refuses a malformed scheme before anything loads
-        if self.concurrency < 1 or self.retries < 0 or not self.timeout > 0 or self.backoff < 0:
-            raise InputError("--concurrency >= 1, --retries >= 0, --timeout > 0 and backoff >= 0 are required")
-        if self.dtype not in DTYPES:
-            raise InputError(f"--dtype {self.dtype!r} is invalid; allowed: {' | '.join(DTYPES)}")
-
-    def argv(self) -> list[str]:
-        """The options that differ from the defaults, as command-line arguments."""
-        default = BackendOptions()
-        args = []
-        for name, flag in (("dtype", "--dtype"), ("device", "--device"), ("compress", "--compress")):
-            if getattr(self, name) != getattr(default, name):
-                args += [flag, str(getattr(self, name))]
-        args += ["--trust-remote-code"] if self.trust_remote_code else []
-        args += ["--tokenizer", self.tokenizer] if self.tokenizer else []
-        for name in ("concurrency", "timeout", "retries", "api_key_env"):
-            if getattr(self, name) != getattr(default, name):
-                args += ["--" + name.replace("_", "-"), str(getattr(self, name))]
-        return args
 
 
 @dataclass(frozen=True)
@@ -135,7 +96,7 @@ class SweepSpec:
     samples: int | None = None
     seed: int = 0
     remedies: Remedies = field(default_factory=Remedies)
-    backend: BackendOptions = field(default_factory=BackendOptions)
+    backend: object | None = None  # the model's backend's Options (backends/options.py); None: its defaults
 
     def __post_init__(self) -> None:
         if self.offsets is not None:  # a list or range from Python: one comparable value
@@ -159,16 +120,17 @@ class SweepSpec:
         offsets = [] if self.offsets is None else ["--offsets", offsets_text(self.offsets)]
         args = ["--model", self.model, *self.probe.argv(), *offsets]
         args += ["--seed", str(self.seed), *_flag("samples", self.samples), *self.geometry.argv()]
-        args += self.backend.argv() + self.remedies.argv()
+        args += (self.backend.argv() if self.backend is not None else []) + self.remedies.argv()
         return args + (run.argv() if run is not None else [])
 
     def command(self, run: RunOptions | None = None) -> str:
         return "phasescope sweep " + " ".join(shlex.quote(a) for a in self.to_argv(run))
 
     def to_json(self) -> dict:
-        """The sweep as plain JSON (recorded in spec.json under "sweep"); the probe's section holds
-        its own options only."""
-        backend = {k: v for k, v in asdict(self.backend).items() if k in ("dtype", "compress", "tokenizer")}
+        """The sweep as plain JSON (recorded in spec.json under "sweep"); the probe's and the
+        backend's sections hold their own options only (the backend's: those that change what is
+        measured, not a device or a timeout)."""
+        backend = self.backend.to_json() if self.backend is not None else {}
         return {
             "model": self.model,
             "probe": self.probe.to_json(),

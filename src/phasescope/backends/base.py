@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
-from phasescope.specs import BackendOptions, ModelGeometry
+from phasescope.specs import ModelGeometry
 
-__all__ = ["Backend", "BackendOptions", "ModelInfo", "ScoringPlan", "check_device", "load_tokenizer"]
+__all__ = ["Backend", "ModelInfo", "ScoringPlan", "check_device", "load_tokenizer"]
 
 
 @dataclass

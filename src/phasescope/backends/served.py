@@ -28,14 +28,49 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
-from phasescope.backends.base import Backend, BackendOptions, ModelInfo, load_tokenizer
+from phasescope.backends.base import Backend, ModelInfo, load_tokenizer
+from phasescope.backends.options import BackendOptions, model_option, tokenizer_option
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 
 PREFIX = "openai:"
 SUMMARY = "an OpenAI-compatible completions server (vLLM), prompts sent as token ids; needs --tokenizer"
 EXAMPLE = "openai:http://localhost:8000/v1#MODEL"
+PANEL = "Served model (openai:)"
+
+
+def served_option(default, help: str, **kw):
+    return model_option(default, help, panel=PANEL, **kw)
+
+
+@dataclass(frozen=True)
+class Options(BackendOptions):
+    tokenizer: str | None = tokenizer_option()
+    concurrency: int = served_option(8, "openai: requests in flight at once.", metavar="N", minimum=1)
+    timeout: float = served_option(
+        120.0, "openai: seconds to wait for one request.", metavar="SECONDS", minimum=0.1, maximum=86400
+    )
+    retries: int = served_option(
+        4,
+        "openai: retries (exponential backoff) after a 5xx or a dropped connection.",
+        metavar="N",
+        minimum=0,
+        maximum=100,
+    )
+    backoff: float = served_option(
+        1.0, "openai: seconds before the first retry, doubled each time (at most 30 s).", metavar="SECONDS", minimum=0
+    )
+    api_key_env: str = served_option(
+        "OPENAI_API_KEY", "openai: environment variable holding the API key (never logged or stored).", metavar="VAR"
+    )
+
+    def check(self) -> None:
+        if self.concurrency < 1 or self.retries < 0 or not self.timeout > 0 or self.backoff < 0:
+            raise InputError("--concurrency >= 1, --retries >= 0, --timeout > 0 and --backoff >= 0 are required")
+
+
 TOKEN_PREFIX = "token_id:"
 LOGPROB_FLOOR = -1e6  # as the record reader's bound: below it a "log-prob" is a broken number, not a rare token
 MAX_RETRY_AFTER = 300.0  # seconds: a longer rate-limit wait ends the sweep (a rerun resumes)
@@ -54,7 +89,7 @@ class NoTokenIds(FastPathUnavailable):
 class ServedModel(Backend):
     timed_in_dry_run = False  # a dry run spends no request
 
-    def __init__(self, url: str, model: str, options: BackendOptions, info: ModelInfo):
+    def __init__(self, url: str, model: str, options: Options, info: ModelInfo):
         import httpx
 
         self.url, self.model, self.options, self.info = url.rstrip("/"), model, options, info
@@ -393,7 +428,7 @@ def _retry_after(header: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def load(spec: str, options: BackendOptions) -> ServedModel:
+def load(spec: str, options: Options) -> ServedModel:
     url, _, model = spec[len(PREFIX) :].partition("#")
     if not url.startswith(("http://", "https://")) or not model:
         raise InputError(f"model spec {spec!r}: expected openai:http(s)://HOST[:PORT]/v1#MODEL")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 
 from phasescope.cli.app import command, console, with_options
-from phasescope.cli.options import DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
+from phasescope.cli.options import STEP
 from phasescope.cli.results import report_hint
-from phasescope.cli.sweep import parse_offsets, probe_option
+from phasescope.cli.sweep import backend_option, parse_offsets, probe_option
 from phasescope.errors import InputError
 from phasescope.runfiles import write_section
 
@@ -123,18 +123,10 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
         ),
     ),
     "design": probe_option("design"),
-    "tokenizer": (
-        str,
-        typer.Option(
-            None,
-            metavar="DIR",
-            rich_help_panel="Model",
-            help="Tokenizer directory, for text probes on a phasescope model.",
-        ),
-    ),
-    "dtype": DTYPE,
-    "device": DEVICE,
-    "trust_remote_code": TRUST_REMOTE_CODE,
+    "tokenizer": backend_option("tokenizer"),
+    "dtype": backend_option("dtype"),
+    "device": backend_option("device"),
+    "trust_remote_code": backend_option("trust_remote_code"),
 }
 
 
@@ -156,7 +148,7 @@ def ablate(**given) -> None:
 
 def ablation_arguments(o: dict) -> dict:
     """ablation_matrix's arguments from the command line's values (mode and layers checked here)."""
-    from phasescope.backends import BackendOptions
+    from phasescope.backends import backend_options, spec_kind
     from phasescope.inspect.heads import MODES
 
     if o["mode"] not in MODES:
@@ -169,9 +161,8 @@ def ablation_arguments(o: dict) -> dict:
         raise InputError(
             f"--layers {o['layers']!r} names no layer; give layer numbers, e.g. 0,1, or leave it out for all"
         )
-    options = BackendOptions(
-        dtype=o["dtype"], device=o["device"], trust_remote_code=o["trust_remote_code"], tokenizer=o["tokenizer"]
-    )
+    loading = {name: o[name] for name in ("dtype", "device", "trust_remote_code", "tokenizer")}
+    options = backend_options(spec_kind(o["model"]), loading)
     same = ("samples", "mode", "seed", "top_k", "component", "step", "local", "design")
     return {
         "model": o["model"],

@@ -1,31 +1,10 @@
-"""Options several commands share (one definition each: `sweep` and `ablate` read them alike)."""
+"""Options several commands share (one definition each: `sweep` and `ablate` read them alike; the
+model options are the backends' own, cli/sweep.backend_option)."""
 
 from __future__ import annotations
 
 import typer
 
-DTYPE = (
-    str,
-    typer.Option(
-        "float32", metavar="DTYPE", rich_help_panel="Model", help="Weights dtype: float32, bfloat16 or float16."
-    ),
-)
-DEVICE = (
-    str,
-    typer.Option(
-        "cpu", metavar="DEVICE", rich_help_panel="Model", help="Torch device for the model: cpu, cuda, cuda:1, mps."
-    ),
-)
-TRUST_REMOTE_CODE = (
-    bool,
-    typer.Option(
-        False,
-        "--trust-remote-code",
-        metavar="",
-        rich_help_panel="Model",
-        help="hf: run the model directory's own Python code (only if you trust its author).",
-    ),
-)
 STEP = (
     int,
     typer.Option(

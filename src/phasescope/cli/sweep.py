@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from phasescope.cli.app import command, console, with_options
-from phasescope.cli.options import DEVICE, DTYPE, STEP, TRUST_REMOTE_CODE
+from phasescope.cli.options import STEP
 from phasescope.specs import RunOptions, SweepSpec
 
 MAX_OFFSETS = 1_000_000
@@ -32,26 +32,37 @@ def parse_offsets(text: str) -> list[int]:
     return values
 
 
-def probe_option(name: str) -> tuple[type, object]:
-    """The command-line option of a probe option, from its declaration (probes/options.py): its
-    default, flag, help, metavar, panel and bounds."""
-    from phasescope.probes import declared_options
-    from phasescope.probes.options import as_text
-    from phasescope.probes.options import flag as flag_of
+def declared_option(declared) -> tuple[type, object]:
+    """The command-line option of a declared option (phasescope/options.py): its default, flag,
+    help, metavar, panel and bounds."""
+    from phasescope.options import as_text, flag
 
-    declared = declared_options()[name]
     meta, default = declared.metadata, declared.default
-    flag = flag_of(name)
+    name = flag(declared.name)
     if isinstance(default, bool):
-        decls = [f"{flag}/{meta['off_flag']}"] if meta["off_flag"] else [flag]
+        decls = [f"{name}/{meta['off_flag']}"] if meta["off_flag"] else [name]
         return bool, typer.Option(default, *decls, metavar="", rich_help_panel=meta["panel"], help=meta["help"])
     kind = str if meta["parse"] else _value_type(declared)
     shown = as_text(default) if isinstance(default, tuple) else default
     bounds = {k: meta[k] for k in ("min", "max") if meta[k] is not None}
     option = typer.Option(
-        shown, flag, metavar=meta["metavar"], rich_help_panel=meta["panel"], help=meta["help"], **bounds
+        shown, name, metavar=meta["metavar"], rich_help_panel=meta["panel"], help=meta["help"], **bounds
     )
     return kind, option
+
+
+def probe_option(name: str) -> tuple[type, object]:
+    """A probe option on the command line, from its declaration (probes/options.py)."""
+    from phasescope.probes import declared_options
+
+    return declared_option(declared_options()[name])
+
+
+def backend_option(name: str) -> tuple[type, object]:
+    """A model option on the command line, from its backend's declaration (backends/options.py)."""
+    from phasescope.backends import declared_options
+
+    return declared_option(declared_options()[name])
 
 
 def _value_type(declared) -> type:
@@ -60,11 +71,13 @@ def _value_type(declared) -> type:
     return int if text.startswith("int") else float if text.startswith("float") else str
 
 
-def probe_options_not_in(table: dict) -> dict:
-    """Every probe option the table does not place: a probe's new option joins the Probe panel."""
-    from phasescope.probes import declared_options
+def declared_options_not_in(table: dict) -> dict:
+    """Every probe and backend option the table does not place: a new one joins its panel."""
+    from phasescope.backends import declared_options as backend_declared
+    from phasescope.probes import declared_options as probe_declared
 
-    return {name: probe_option(name) for name in declared_options() if name not in table}
+    placed = {name: probe_option(name) for name in probe_declared() if name not in table}
+    return placed | {name: backend_option(name) for name in backend_declared() if name not in table}
 
 
 SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --help
@@ -78,30 +91,11 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "transformers causal LM); all specs: `phasescope backends`.",
         ),
     ),
-    "dtype": DTYPE,
-    "device": DEVICE,
-    "trust_remote_code": TRUST_REMOTE_CODE,
-    "tokenizer": (
-        str,
-        typer.Option(
-            None,
-            metavar="TOKENIZER",
-            rich_help_panel="Model",
-            help="Tokenizer: a directory, or deepseek-v4 / qwen3 (shipped by packages, no download). openai: the "
-            "served model's (prompts are tokenized here, sent as ids); hf: replaces the directory's own; phasescope "
-            "model: the one whose ids it was trained on (for text probes).",
-        ),
-    ),
-    "compress": (
-        str,
-        typer.Option(
-            "none",
-            metavar="SPEC",
-            rich_help_panel="Model",
-            help="hf: run the model with post-hoc chunked compression, e.g. mean:s=4,w=4,L=128 (keys s, w, L, a; "
-            "w defaults to s): what it would do if its cache were compressed (no retraining).",
-        ),
-    ),
+    "dtype": backend_option("dtype"),
+    "device": backend_option("device"),
+    "trust_remote_code": backend_option("trust_remote_code"),
+    "tokenizer": backend_option("tokenizer"),
+    "compress": backend_option("compress"),
     "chat_template": probe_option("chat_template"),
     "probe": (
         str,
@@ -237,34 +231,6 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             help="--phase-ensemble: the pad token id (default: the task's filler, or a newline/space token).",
         ),
     ),
-    "concurrency": (
-        int,
-        typer.Option(
-            8, min=1, metavar="N", rich_help_panel="Served model (openai:)", help="openai: requests in flight at once."
-        ),
-    ),
-    "timeout": (
-        float,
-        typer.Option(
-            120.0,
-            min=0.1,
-            max=86400,
-            metavar="SECONDS",
-            rich_help_panel="Served model (openai:)",
-            help="openai: seconds to wait for one request.",
-        ),
-    ),
-    "retries": (
-        int,
-        typer.Option(
-            4,
-            min=0,
-            max=100,
-            metavar="N",
-            rich_help_panel="Served model (openai:)",
-            help="openai: retries (exponential backoff) after a 5xx or a dropped connection.",
-        ),
-    ),
     "adopt_records": (
         bool,
         typer.Option(
@@ -298,18 +264,9 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "that holds no run an error).",
         ),
     ),
-    "api_key_env": (
-        str,
-        typer.Option(
-            "OPENAI_API_KEY",
-            metavar="VAR",
-            rich_help_panel="Served model (openai:)",
-            help="openai: environment variable holding the API key (never logged or stored).",
-        ),
-    ),
 }
 
-SWEEP_OPTIONS |= probe_options_not_in(SWEEP_OPTIONS)
+SWEEP_OPTIONS |= declared_options_not_in(SWEEP_OPTIONS)  # the openai: options, and any new one
 
 
 SWEEP_EXAMPLES = (

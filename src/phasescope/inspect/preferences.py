@@ -243,7 +243,7 @@ def model_task(model_dir):
             )
         return RetrievalTask.from_dict(task)
 
-    from phasescope.backends.native import read_task
+    from phasescope.backends.native_model import read_task
 
     task = read_task(model_dir)
     if task is None:
@@ -258,11 +258,12 @@ def load_for_preferences(model: str):
         from phasescope.model.load import load_model_dir
 
         return load_model_dir(model).eval()
-    from phasescope.backends.hf import load_hf_module
+    from phasescope.backends.hf import Options
+    from phasescope.backends.hf_model import load_hf_module
     from phasescope.errors import InputError
     from phasescope.inspect.preferences_v4 import is_deepseek_v4
 
-    _, hf_model = load_hf_module(model[len("hf:") :])
+    _, hf_model = load_hf_module(model[len("hf:") :], Options())
     if not is_deepseek_v4(hf_model):
         raise InputError(
             f"{model} is a {type(hf_model).__name__}: learned position preferences need a transformers "

@@ -13,9 +13,10 @@ import importlib
 from dataclasses import Field, fields, replace
 from types import ModuleType
 
+from phasescope.options import declared_in, unused_flags
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.kv_retrieval import KVRetrievalProbe, KVRetrievalSpec
-from phasescope.probes.options import NoOptions, ProbeOptions, given_flag
+from phasescope.probes.options import NoOptions, ProbeOptions
 from phasescope.probes.padding_completion import CompletionSpec, PaddingCompletionProbe
 from phasescope.specs import ProbeSpec
 
@@ -51,11 +52,7 @@ def options_class(module: ModuleType) -> type[ProbeOptions]:
 
 def declared_options() -> dict[str, Field]:
     """Every probe option by name (the first declaration of a name shared by several probes)."""
-    out: dict[str, Field] = {}
-    for _, module in modules():
-        for f in fields(options_class(module)):
-            out.setdefault(f.name, f)
-    return out
+    return declared_in(options_class(module) for _, module in modules())
 
 
 def probe_spec(name: str, given: dict) -> ProbeSpec:
@@ -63,14 +60,15 @@ def probe_spec(name: str, given: dict) -> ProbeSpec:
     probe does not read is refused unless it holds that option's default (the command line passes
     every option), named by the flag that set it."""
     cls = options_class(probe_module(name))
-    own = {f.name for f in fields(cls)}
-    declared = declared_options()
-    unused = [n for n, value in given.items() if n not in own and value != declared[n].default]
+    unused = unused_flags(cls, given, declared_options())
     if unused:
-        flags = ", ".join(given_flag(declared[n], given[n]) for n in unused)
-        kind = ProbeSpec(name).kind
-        raise ProbeError(f"{flags}: not used by the {kind} probe; drop {'it' if len(unused) == 1 else 'them'}")
+        raise ProbeError(f"{unused}: not used by the {ProbeSpec(name).kind} probe; drop {_it_or_them(unused)}")
+    own = {f.name for f in fields(cls)}
     return ProbeSpec(name, cls(**{n: v for n, v in given.items() if n in own}))
+
+
+def _it_or_them(flags: str) -> str:
+    return "them" if "," in flags else "it"
 
 
 def build_probe(ctx: ProbeContext) -> Probe:

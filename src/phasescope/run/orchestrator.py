@@ -121,9 +121,10 @@ def run_sweep(
         if out is not None:
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
             opened = RunDir(out)
-            defaults = type(spec.probe.options)().to_json()  # what an older spec.json's missing options were
+            # what an older spec.json's missing options were
+            own = {"probe": type(spec.probe.options)().to_json(), "backend": type(spec.backend)().to_json()}
             done = opened.open_for_sweep(
-                saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records, defaults
+                saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records, own
             )
         total = len(checks.keys)
         if done and len(done) < total:
