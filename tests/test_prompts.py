@@ -99,24 +99,17 @@ def test_multiple_choice_counts_the_highest_log_prob_and_exact_match_the_greedy_
     assert {tuple(sorted(r.logprobs)) for r in records} == {("0", "1"), ("answer",)}
 
 
-@pytest.fixture(scope="module")
-def qwen(tmp_path_factory):
-    from hf_models import tiny_qwen3, word_tokenizer
-
-    return tiny_qwen3(tmp_path_factory.mktemp("m") / "qwen3", word_tokenizer())
-
-
-def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen, tmp_path):
+def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen3_dir, tmp_path):
     """hf: directly, the same weights behind an OpenAI-compatible server, and a phasescope
     Decoder given the same tokenizer (its own weights, so only the item layout is compared)."""
     from fake_server import FakeVLLM
     from hf_models import word_tokenizer
 
     probe = f"prompts:{EXAMPLE}"
-    local = phasescope.sweep(f"hf:{qwen}", probe, step=4, offsets=OFFSETS, out=tmp_path / "hf")
-    server = FakeVLLM(AutoModelForCausalLM.from_pretrained(qwen))
+    local = phasescope.sweep(f"hf:{qwen3_dir}", probe, step=4, offsets=OFFSETS, out=tmp_path / "hf")
+    server = FakeVLLM(AutoModelForCausalLM.from_pretrained(qwen3_dir))
     try:
-        options = ServedOptions(tokenizer=str(qwen), backoff=0.01)
+        options = ServedOptions(tokenizer=str(qwen3_dir), backoff=0.01)
         remote = phasescope.sweep(f"openai:{server.url}#tiny", probe, step=4, offsets=OFFSETS, options=options)
     finally:
         server.close()
@@ -137,14 +130,14 @@ def test_the_example_file_gives_equal_records_on_hf_served_and_native(qwen, tmp_
     assert metrics.period.p_value is None and "3 windows or more" in metrics.period.note
 
 
-def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen, tmp_path):
+def test_the_cli_sweeps_the_example_file_and_a_long_haystack(qwen3_dir, tmp_path):
     from typer.testing import CliRunner
 
     from phasescope.cli import app
 
     runner = CliRunner(env={"COLUMNS": "400"})
     run = tmp_path / "cli"
-    args = ["sweep", "--model", f"hf:{qwen}", "--step", "4", "--offsets", "0:8", "--no-progress"]
+    args = ["sweep", "--model", f"hf:{qwen3_dir}", "--step", "4", "--offsets", "0:8", "--no-progress"]
     result = runner.invoke(app, [*args, "--probe", f"prompts:{EXAMPLE}", "--out", str(run)])
     assert result.exit_code == 0, result.output
     assert "scored 192 records" in result.output

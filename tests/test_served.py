@@ -14,11 +14,10 @@ from phasescope.errors import InputError
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(qwen3_dir):
     from fake_server import FakeVLLM
-    from hf_models import tiny_qwen3, word_tokenizer
 
-    directory = tiny_qwen3(tmp_path_factory.mktemp("m") / "qwen3", word_tokenizer())
+    directory = qwen3_dir
     server = FakeVLLM(AutoModelForCausalLM.from_pretrained(directory))
     yield server, directory
     server.close()
