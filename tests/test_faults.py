@@ -648,12 +648,12 @@ def test_a_damaged_manifest_is_explained_without_advising_to_delete_records(swep
 
 @pytest.mark.parametrize("command", ["analyze", "report", "export"])
 def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(swept, monkeypatch, command):
-    """Every file a command writes goes through runfiles' atomic writes: on ENOSPC the error
+    """Every file a command writes goes through rundir.files' atomic writes: on ENOSPC the error
     names the file and the fix, and no temp file or partial figure/export is left behind."""
     import errno
     import os
 
-    import phasescope.runfiles
+    import phasescope.rundir.files
 
     real = os.fdopen
 
@@ -670,7 +670,7 @@ def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(swept, monke
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(phasescope.runfiles.os, "fdopen", lambda fd, mode: Full(real(fd, mode)))
+    monkeypatch.setattr(phasescope.rundir.files.os, "fdopen", lambda fd, mode: Full(real(fd, mode)))
     before = {p.relative_to(swept) for p in swept.rglob("*")}
     result = cli(command, str(swept))
     refused(result, "No space left on device", str(swept), "free space")
@@ -734,12 +734,12 @@ def test_a_read_only_place_gets_advice_the_command_can_follow(swept, monkeypatch
     is answered with copying it; sweep, which has --out, with choosing another."""
     import errno
 
-    import phasescope.runfiles
+    import phasescope.rundir.files
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system", str(swept / "x.tmp"))
 
-    monkeypatch.setattr(phasescope.runfiles.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(phasescope.rundir.files.tempfile, "mkstemp", read_only)
     fresh = ["--model", str(ASSETS / "tiny-s4"), "--out", str(swept.parent / "fresh"), *FAST]
     args = [str(swept)] if command == "analyze" else fresh
     result = cli(command, *args)

@@ -16,9 +16,9 @@ from matplotlib.textpath import TextPath
 
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.stats import analyze_arrays
-from phasescope.metricsfile import Metrics
 from phasescope.reporting import figures
 from phasescope.reporting.figures import BOUNDARY, FIGURES, OTHER, WORST
+from phasescope.rundir.metrics import Metrics
 
 STEP = 4
 GAP_9PP = (0.60, 0.66, 0.69, 0.64)  # phase 0 worst, phase 3 the boundary

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from phasescope.errors import InputError
-from phasescope.runfiles import atomic_write_text, write_section
+from phasescope.rundir.files import atomic_write_text, write_section
 from test_faults import FAST, cli, refused, train
 
 VICTIM_TEXT = "precious data\n"

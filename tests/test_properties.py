@@ -15,8 +15,8 @@ from phasescope.errors import InputError
 from phasescope.kv.config import CompressionConfig
 from phasescope.model.config import ModelConfig
 from phasescope.probes import CompletionSpec
-from phasescope.recordfile import read_records
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
+from phasescope.rundir.records import read_records
 from phasescope.train.config import TrainConfig
 from phasescope.train.recipes import get_recipe
 

@@ -9,7 +9,7 @@ import pytest
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.simulate import Scenario, simulate
 from phasescope.analysis.stats import analyze_arrays, analyze_records, wilson
-from phasescope.metricsfile import Metrics
+from phasescope.rundir.metrics import Metrics
 
 
 def planted(rng, accuracy_by_phase, step=4, n_content=80, offsets=range(24), base=5, drift=None):

@@ -11,8 +11,8 @@ import phasescope
 from phasescope.backends import from_callable
 from phasescope.data.retrieval import QUERY, RetrievalTask
 from phasescope.errors import InputError
-from phasescope.metricsfile import Metrics
 from phasescope.probes import ProbeError
+from phasescope.rundir.metrics import Metrics
 
 TASK = RetrievalTask(
     n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128

@@ -8,9 +8,9 @@ import pytest
 
 import phasescope
 from phasescope.errors import InputError
-from phasescope.metricsfile import LogScore, MarginRow, Metrics, Period, PhaseRow, Verdict
-from phasescope.recordfile import Record, read_records
 from phasescope.results import current_metrics, metrics_digest
+from phasescope.rundir.metrics import LogScore, MarginRow, Metrics, Period, PhaseRow, Verdict
+from phasescope.rundir.records import Record, read_records
 
 # a line as a sweep writes it (kv-retrieval), and the fields an lm-eval grade adds
 SWEPT = {

@@ -19,12 +19,12 @@ def __getattr__(name: str):
         from phasescope.export import load_run
 
         return load_run
-    if name == "Metrics":  # what analyze returns (phasescope.metricsfile; no torch)
-        from phasescope.metricsfile import Metrics
+    if name == "Metrics":  # what analyze returns (phasescope.rundir.metrics; no torch)
+        from phasescope.rundir.metrics import Metrics
 
         return Metrics
-    if name == "Record":  # one line of records.jsonl (phasescope.recordfile; no torch)
-        from phasescope.recordfile import Record
+    if name == "Record":  # one line of records.jsonl (phasescope.rundir.records; no torch)
+        from phasescope.rundir.records import Record
 
         return Record
     raise AttributeError(f"module 'phasescope' has no attribute {name!r}")

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from phasescope.reporting.text import dependence_short
 from phasescope.rundir import RunDir
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 from phasescope.train.shipped import SHIPPED_MANIFEST
 
 ASSETS = Path(__file__).parent / "assets" / "demo"

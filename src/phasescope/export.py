@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.metricsfile import Metrics
-from phasescope.recordfile import Record, read_records
 from phasescope.rundir import RunDir
-from phasescope.runfiles import atomic_write_bytes, atomic_write_text, read_json, refuse_link
+from phasescope.rundir.files import atomic_write_bytes, atomic_write_text, read_json, refuse_link
+from phasescope.rundir.metrics import Metrics
+from phasescope.rundir.records import Record, read_records
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from phasescope.errors import InputError
-from phasescope.metricsfile import Metrics
-from phasescope.recordfile import Record, read_records
 from phasescope.rundir import RunDir, check_schema
-from phasescope.runfiles import atomic_write_text, read_json
+from phasescope.rundir.files import atomic_write_text, read_json
+from phasescope.rundir.metrics import Metrics
+from phasescope.rundir.records import Record, read_records
 
 if TYPE_CHECKING:
     from phasescope.reporting.compare import ComparedRun

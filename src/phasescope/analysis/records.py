@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from phasescope.recordfile import Record, as_records, check_records
+from phasescope.rundir.records import Record, as_records, check_records
 
 
 @dataclass

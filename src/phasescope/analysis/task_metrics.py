@@ -24,7 +24,7 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-from phasescope.recordfile import Record
+from phasescope.rundir.records import Record
 
 MIN_CONTENTS = 10  # as candidate probabilities: fewer documents give no interval
 

@@ -16,7 +16,7 @@ from phasescope.backends.options import BackendOptions
 from phasescope.errors import InputError
 from phasescope.kv.posthoc import compressed_attention, parse_compress
 from phasescope.limits import refuse_unless_fits
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 from phasescope.specs import ModelGeometry
 
 V4_CHUNK = 256  # tokens per call for DeepSeek-V4 (16K tokens: 7.9 s at 256, 31 s at 2048; benchmarks/niah.py)

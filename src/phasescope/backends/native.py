@@ -10,7 +10,7 @@ from pathlib import Path
 
 from phasescope.backends.options import BackendOptions, device_option, dtype_option, tokenizer_option
 from phasescope.errors import InputError
-from phasescope.runfiles import latest_checkpoint
+from phasescope.rundir.files import latest_checkpoint
 
 PREFIX = ""  # a bare path
 SUMMARY = "a directory written by `phasescope train` (model.safetensors + model_config.json)"

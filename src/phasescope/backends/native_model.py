@@ -16,7 +16,7 @@ from phasescope.errors import InputError
 from phasescope.kv.cache import KVCache
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 from phasescope.specs import ModelGeometry
 
 

@@ -9,7 +9,7 @@ from phasescope.cli.options import STEP
 from phasescope.cli.results import report_hint
 from phasescope.cli.sweep import backend_option, parse_offsets, probe_option
 from phasescope.errors import InputError
-from phasescope.runfiles import write_section
+from phasescope.rundir.files import write_section
 
 FEW_CONTENTS = 10  # below this many tested contents the held-out intervals are said to be wide
 ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --help

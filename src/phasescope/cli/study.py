@@ -10,7 +10,7 @@ from phasescope.cli.app import command, console
 from phasescope.cli.results import report_hint
 from phasescope.errors import InputError
 from phasescope.rundir import RunDir
-from phasescope.runfiles import write_section
+from phasescope.rundir.files import write_section
 
 
 @command()
@@ -197,8 +197,8 @@ def _refuse_rows_beyond_memory(model: str, rows: int) -> None:
 def _run_phase_accuracy(run: str) -> tuple[list, int]:
     """(accuracy per phase, step) of a sweep run: analyzed first when metrics.json is missing or
     stale; a metrics.json without its records (copied from elsewhere) is read as it is."""
-    from phasescope.metricsfile import phase_accuracy_file
     from phasescope.results import current_metrics
+    from phasescope.rundir.metrics import phase_accuracy_file
 
     if RunDir(run).records.exists():
         metrics = current_metrics(run)

@@ -35,7 +35,7 @@ from phasescope.analysis.heads import (
 from phasescope.errors import InputError
 from phasescope.inspect.heads import MODES, Resample, ablate_heads, check_heads, head_sites, record_means
 from phasescope.inspect.kv_heads import check_kv_heads, hide_kv_entries, kv_sites
-from phasescope.recordfile import Record
+from phasescope.rundir.records import Record
 
 # what one ablation removes: a query head's output ("head"), or a KV head's compressed entries
 # ("kv-entries": hidden from every query head that reads them; inspect/kv_heads.py)

@@ -225,7 +225,7 @@ def model_task(model_dir):
     from phasescope.errors import InputError
 
     if str(model_dir).startswith("hf:"):
-        from phasescope.runfiles import read_json
+        from phasescope.rundir.files import read_json
 
         directory = Path(str(model_dir)[len("hf:") :])
         path = directory / "phasescope.json"

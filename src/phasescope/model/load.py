@@ -11,7 +11,7 @@ from phasescope.errors import InputError
 from phasescope.limits import refuse_unless_fits
 from phasescope.model.config import ModelConfig
 from phasescope.model.decoder import Decoder
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 
 
 def load_model_dir(path: str | Path) -> Decoder:

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from phasescope.errors import InputError, ProbeError  # noqa: F401  (ProbeError: re-exported)
-from phasescope.recordfile import Record
+from phasescope.rundir.records import Record
 from phasescope.specs import Geometry, ProbeSpec
 
 

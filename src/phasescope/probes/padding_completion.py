@@ -36,7 +36,7 @@ from phasescope.errors import InputError
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.options import ProbeOptions, chat_template_option, option
 from phasescope.probes.padding import AnswerPlacer, Placement
-from phasescope.runfiles import read_json_value
+from phasescope.rundir.files import read_json_value
 from phasescope.validation import build as build_config
 
 SUMMARY = "code prompts (the study's FP8 helper among them); '=' padding moves the answer (needs a tokenizer)"

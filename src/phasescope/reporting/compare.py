@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number, page_head
 from phasescope.rundir import RunDir
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
+from phasescope.rundir.metrics import Metrics
 
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")

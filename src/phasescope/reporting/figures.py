@@ -38,9 +38,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from phasescope.metricsfile import Metrics  # noqa: E402
 from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
-from phasescope.runfiles import atomic_write_bytes, refuse_link  # noqa: E402
+from phasescope.rundir.files import atomic_write_bytes, refuse_link  # noqa: E402
+from phasescope.rundir.metrics import Metrics  # noqa: E402
 
 WORST = "tab:red"
 OTHER = "tab:blue"
@@ -428,7 +428,7 @@ def _save(fig, path: Path, dpi: int = 110) -> None:
 
 
 def save_atomic(fig, path: Path, **options) -> None:
-    """A figure drawn in memory and written at once (``runfiles.atomic_write_bytes``): a full disk
+    """A figure drawn in memory and written at once (``rundir.files.atomic_write_bytes``): a full disk
     leaves no half PNG, and a link in the run directory redirects nothing."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format=path.suffix.lstrip("."), **options)

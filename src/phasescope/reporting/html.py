@@ -7,7 +7,6 @@ import html
 import json
 from pathlib import Path
 
-from phasescope.metricsfile import Metrics
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.text import (
@@ -25,7 +24,8 @@ from phasescope.reporting.text import (
     window_line,
 )
 from phasescope.rundir import RunDir
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
+from phasescope.rundir.metrics import Metrics
 
 
 def write_report(run_dir: Path, metrics: Metrics) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 from phasescope.errors import InputError
 from phasescope.reporting.figures import ablation_heatmap, preference_weights
 from phasescope.reporting.text import interval, number
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 
 NA = "not estimable"
 

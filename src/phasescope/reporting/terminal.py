@@ -6,7 +6,6 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from phasescope.metricsfile import Metrics
 from phasescope.reporting.text import (
     dependence_line,
     detected_worst,
@@ -19,6 +18,7 @@ from phasescope.reporting.text import (
     task_metric_tables,
     window_line,
 )
+from phasescope.rundir.metrics import Metrics
 
 
 def tight(pair, fmt: str) -> str:

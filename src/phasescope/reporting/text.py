@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from phasescope.metricsfile import Metrics
+from phasescope.rundir.metrics import Metrics
 
 
 def number(value, fmt: str = ".3f", missing: str = "-") -> str:

@@ -29,7 +29,7 @@ import numpy as np
 
 from phasescope.reproduce.kv_ablation import SETTINGS
 from phasescope.reproduce.matrix import Entry
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
 
 RANDOM_SETS = 20
 NEEDED_BEATEN = 19  # the named heads must lower the gap more than at least this many random sets

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from phasescope.reproduce.matrix import Entry
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
 
 SETTINGS = {"samples": 200, "offsets": list(range(8)), "seed": 0, "top_k": 1, "component": "kv-entries"}
 ALPHA = 0.05

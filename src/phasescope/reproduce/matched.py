@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
 from phasescope.train.shipped import SHIPPED_MANIFEST
 
 RECIPE = "tiny-full-matched"
@@ -55,7 +55,7 @@ def _config(seed: int, edits: tuple[str, ...] = ()):
 
 
 def _train_until(cfg, run: Path, steps: int) -> None:
-    from phasescope.runfiles import latest_checkpoint
+    from phasescope.rundir.files import latest_checkpoint
     from phasescope.train.trainer import train
 
     latest = latest_checkpoint(run) if (run / "checkpoints").exists() else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 from phasescope.train import shipped
 from phasescope.train.shipped import ASSETS, DEMO, DEMO_SEED0  # noqa: F401 (re-exported)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA, MIN_SEEDS, spread
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
 
 COLUMNS = (
     "recipe",

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from phasescope.errors import InputError
 from phasescope.reproduce.matrix import ASSETS, LEARNED_BAND, MATRIX, Entry, checkpoint_dir, final_eval, learned
 from phasescope.rundir import RunDir
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 
 OFFSETS = range(24)  # 4 periods of s = 6, 3 of s = 8
 FULL_ATTENTION_STEP = 4  # a full-attention control is read at the step of the models it controls
@@ -160,8 +160,8 @@ def margin_columns(m) -> dict:
 def same_window_gap(run_dir: Path, resamples: int = 1000) -> dict:
     """The phase gap among records whose key and value share a compression window."""
     from phasescope.analysis.stats import analyze_records
-    from phasescope.metricsfile import Metrics
-    from phasescope.recordfile import read_records
+    from phasescope.rundir.metrics import Metrics
+    from phasescope.rundir.records import read_records
 
     records = [r for r in read_records(RunDir(run_dir).records).records if r.same_window]
     if not records:

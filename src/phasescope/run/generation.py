@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
-from phasescope.recordfile import Record
+from phasescope.rundir.records import Record
 
 PAD_ID = 0
 

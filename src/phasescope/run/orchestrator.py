@@ -22,13 +22,13 @@ import numpy as np
 
 from phasescope.backends.base import Backend, ScoringPlan, item_key
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, judge
-from phasescope.recordfile import Record
 from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
 from phasescope.run.manifest import manifest
 from phasescope.run.progress import checking_bar, scoring_bar
 from phasescope.run.samples import sample_logger
 from phasescope.rundir import RunDir, RunLock
+from phasescope.rundir.records import Record
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass

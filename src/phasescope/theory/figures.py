@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from phasescope.runfiles import atomic_write_bytes  # noqa: E402
+from phasescope.rundir.files import atomic_write_bytes  # noqa: E402
 
 
 def write_figures(result: dict, out: Path) -> list[Path]:

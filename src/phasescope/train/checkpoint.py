@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
 from phasescope.errors import CheckpointError
-from phasescope.runfiles import atomic_write_text
+from phasescope.rundir.files import atomic_write_text
 
 
 def save_checkpoint(

@@ -26,7 +26,7 @@ import torch
 
 from phasescope.errors import InputError
 from phasescope.model.config import ModelConfig
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 
 ALIGN_STREAM = 7_919  # random alignments use seeds no data batch uses
 
@@ -172,7 +172,7 @@ def tied_names(model: torch.nn.Module) -> set[str]:
 
 
 def write_init_record(out: Path, record: dict) -> None:
-    from phasescope.runfiles import atomic_write_text
+    from phasescope.rundir.files import atomic_write_text
 
     atomic_write_text(out / "init_from.json", json.dumps(record, indent=2))
 

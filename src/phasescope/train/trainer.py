@@ -26,7 +26,7 @@ from safetensors.torch import save_model
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import CheckpointError, InputError
 from phasescope.limits import refuse_unless_fits
-from phasescope.runfiles import (
+from phasescope.rundir.files import (
     atomic_write_text,
     differences,
     differing_keys,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.runfiles import DuplicateKey, unique_keys
+from phasescope.rundir.files import DuplicateKey, unique_keys
 
 REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
 OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos")

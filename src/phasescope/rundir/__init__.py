@@ -1,12 +1,15 @@
 """The run directory: the one owner of its file names, its lock, and how a sweep opens or
 resumes it (the spec and the weights fingerprint must match; an older spec.json reads as this
 version would have written it). Readers (``results``, ``reporting``, ``export``) reach the
-files through ``RunDir``; writers go through ``runfiles``' atomic writes.
+files through ``RunDir``; writers go through ``rundir.files``' atomic writes. The package is the
+run-directory layer: ``files`` (atomic writes, JSON reading, config diffs), ``records`` (the
+record schema and the one reader of records.jsonl), ``metrics`` (metrics.json as typed values)
+and, here, ``RunDir``.
 
     RUN/spec.json        what a resume must match (``run.orchestrator.spec_json``)
     RUN/manifest.json    versions, git sha, seed, the weights fingerprint, the command
     RUN/records.jsonl    one record per line, appended one batch at a time
-    RUN/metrics.json     ``phasescope analyze``'s statistics (``metricsfile.Metrics``)
+    RUN/metrics.json     ``phasescope analyze``'s statistics (``rundir.metrics.Metrics``)
     RUN/report.html      ``phasescope report``
     RUN/.lock            held by the one process writing the run
 """
@@ -18,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError, ProbeError
-from phasescope.recordfile import read_records
-from phasescope.runfiles import atomic_write_text, differences, differing_keys, read_json, refuse_link
+from phasescope.rundir.files import atomic_write_text, differences, differing_keys, read_json, refuse_link
+from phasescope.rundir.records import read_records
 from phasescope.specs import SCHEMA, SweepSpec
 
 SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (

@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.runfiles import read_json
+from phasescope.rundir.files import read_json
 
 
 @dataclass(frozen=True)
