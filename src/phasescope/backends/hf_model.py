@@ -1,5 +1,9 @@
 """Loading a transformers causal LM as a backend (torch): from a local directory (``hf:DIR``,
-checked and described in backends/hf.py) or in memory."""
+checked and described in backends/hf.py) or in memory.
+
+Shape legend: B rows in a batch, T tokens of a whole pass, S tokens one session call reads,
+K positions whose logits are kept (``keep``), V vocabulary.
+"""
 
 from __future__ import annotations
 
@@ -195,16 +199,16 @@ class HFSession:
         self.model, self.device = model, device
         self.chunk = chunk or self.chunk
 
-    def prefill(self, ids: torch.Tensor):
+    def prefill(self, ids: torch.Tensor):  # ids [B,S] -> the cache after them
         return self.advance(None, ids, 0, keep=torch.tensor([ids.shape[1] - 1]))[1]
 
     def extend(self, cache, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None) -> torch.Tensor:
         return self.advance(cache, ids, start, keep)[0]
 
     def advance(self, cache, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None):
-        """(logits [B,S or len(keep),V], the cache after ``ids``); ``cache`` itself is left as it
-        was. ``keep``: positions whose logits are computed (at 128K tokens x a 150K vocabulary
-        the full logits would not fit in memory)."""
+        """ids [B,S] -> (logits [B,S or K,V], the cache after ``ids``); ``cache`` itself is left as
+        it was. ``keep`` [K]: positions whose logits are computed (at 128K tokens x a 150K
+        vocabulary the full logits would not fit in memory)."""
         cache = None if cache is None else copy.deepcopy(cache)
         wanted = torch.arange(ids.shape[1]) if keep is None else keep.cpu()
         kept = []
@@ -228,7 +232,8 @@ def _logits_fn(model, device: str, scheme=None):
     """input_ids [B,T] -> float32 logits [B,T,V] on the CPU, with post-hoc compression when given."""
 
     def logits(ids: torch.Tensor, keep: torch.Tensor | int = 0) -> torch.Tensor:
-        """``keep``: transformers' logits_to_keep (0: every position; positions: the output head only there)."""
+        """ids [B,T] -> logits [B,T,V]; ``keep``: transformers' logits_to_keep (0: every position;
+        positions [K]: the output head only there, logits [B,K,V])."""
         with torch.no_grad(), compressed_attention(model, scheme):
             kept = keep.to(device) if isinstance(keep, torch.Tensor) else keep
             return model(input_ids=ids.to(device), use_cache=False, logits_to_keep=kept).logits.float().cpu()

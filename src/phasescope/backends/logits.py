@@ -1,6 +1,9 @@
 """The logits backend: any model we run here, as ``input_ids [B,T] -> logits [B,T,V]`` plus,
 when it has one, a cache session that continues a prefix exactly (``backends.prefix``).
 
+Shape legend: B rows in a batch, T tokens, K positions whose logits are kept (``keep``),
+V vocabulary.
+
 Scoring paths (results equal up to float rounding; tests/test_prefix.py, test_niah.py):
 
 * prefix reuse (a session, single-token candidates or prompts from ``LONG_PROMPT`` tokens):

@@ -1,5 +1,9 @@
 """A phasescope ``Decoder`` as a backend: one loaded from a model directory (backends/native.py
-checks the directory first), or one in memory."""
+checks the directory first), or one in memory.
+
+Shape legend: B rows in a batch, T tokens of a whole pass, S tokens one session call reads,
+K positions whose logits are kept (``keep``), V vocabulary.
+"""
 
 from __future__ import annotations
 
@@ -46,10 +50,11 @@ def from_decoder(
     compressed = [layer for layer in model.cfg.layers if layer.compressed]
     model = model.to(device=options.device, dtype=getattr(torch, options.dtype))
 
-    def logits(ids: torch.Tensor) -> torch.Tensor:
+    def logits(ids: torch.Tensor) -> torch.Tensor:  # ids [B,T] -> float32 logits [B,T,V] on the CPU
         return model(ids.to(options.device)).float().cpu()
 
-    def kept(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # the output head only where read
+    # ids [B,T], keep [K] -> logits [B,K,V]: the output head only where read
+    def kept(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         return model(ids.to(options.device), logits_at=keep.to(options.device)).float().cpu()
 
     geometry = ModelGeometry()
@@ -66,14 +71,15 @@ class DecoderSession:
     def __init__(self, model: Decoder, device: str):
         self.model, self.device = model, device
 
-    def prefill(self, ids: torch.Tensor) -> KVCache:
+    def prefill(self, ids: torch.Tensor) -> KVCache:  # ids [B,S] -> the cache after them
         return self.advance(None, ids, 0)[1]
 
     def extend(self, cache: KVCache, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None) -> torch.Tensor:
         return self.advance(cache, ids, start, keep)[0]
 
     def advance(self, cache: KVCache | None, ids: torch.Tensor, start: int, keep: torch.Tensor | None = None):
-        """(logits [B,S or len(keep),V], the cache after ``ids``); ``cache`` itself is left as it was."""
+        """ids [B,S], keep [K] or None -> (logits [B,S or K,V], the cache after ``ids``); ``cache``
+        itself is left as it was."""
         cache = self.model.new_cache() if cache is None else copy.deepcopy(cache)
         with torch.no_grad():
             logits = self.model(ids.to(self.device), start, cache, logits_at=keep)

@@ -1,5 +1,7 @@
 """Head interventions (issue #12 part 1): remove attention heads and see which phases suffer.
 
+Shape legend: N records of a sweep (in key order), B rows in a batch, T tokens, V vocabulary.
+
 * The hooks live in ``inspect.heads`` (zero / mean / resample; phasescope models and
   transformers models, DeepSeek-V4's grouped output projection included).
 * The statistics live in ``analysis.heads`` (torch-free): ``head_statistics`` per phase and
@@ -43,6 +45,7 @@ COMPONENTS = ("head", "kv-entries")
 
 
 def _record_arrays(records: list[Record]):
+    """(keys, records, correct [N], logprob [N]), all in key order."""
     keyed = sorted(records, key=lambda r: r.key)
     keys = [r.key for r in keyed]
     correct = np.array([float(r.correct) for r in keyed])
@@ -53,7 +56,7 @@ def _record_arrays(records: list[Record]):
 @dataclass
 class PairedSweep:
     """The same sweep (same seed, so the same items) with any set of heads removed; differences
-    ablated − unablated per record, in the unablated sweep's record order."""
+    ablated − unablated per record ([N]), in the unablated sweep's record order."""
 
     loaded: object  # LoadedModel
     probe: str
@@ -100,7 +103,7 @@ def _shift_per_batch(logits, samples: int, resample: Resample):
     """Resample donors: a batch of every content at one offset has ``samples`` x (rows per item)
     rows, item-major, so the same candidate of the previous content is that many rows back."""
 
-    def shifted(ids: torch.Tensor) -> torch.Tensor:
+    def shifted(ids: torch.Tensor) -> torch.Tensor:  # ids [B,T] -> logits [B,T,V]
         if ids.shape[0] % samples:
             rows = ids.shape[0]
             raise RuntimeError(f"internal: a resample batch of {rows} rows does not hold all {samples} contents")
@@ -166,7 +169,7 @@ def ablation_matrix(
         kwargs["batch_size"] = batch_size
     paired = PairedSweep(loaded, probe, kwargs, mode, samples, component=component)
     base_records = paired.baseline()
-    phases = np.array([r.phase for r in base_records])
+    phases = np.array([r.phase for r in base_records])  # [N], as contents and offsets_of
     contents = np.array([r.content_id for r in base_records])
     step = base_records[0].step
     per_head = {pair: paired.diffs([pair]) for pair in _progress(heads, progress, "removing one head at a time")}

@@ -1,5 +1,8 @@
 """KV-head interventions: hide one KV head's compressed entries (issue #23).
 
+Shape legend: B batch, H query heads, Hk KV heads, D head dim, Tb queries of one attention
+block, Nb compressed entries that block may read.
+
 In a compressed layer every KV head has its own compressor, and the query heads of its group
 read only its entries. The phase effect is made where the entries are made, so the component to
 remove is a whole KV head's entries: ``hide_kv_entries`` makes them invisible to every query
@@ -64,7 +67,8 @@ def check_kv_heads(sites: list[KVSite | None], pairs: Iterable) -> list[tuple[in
 
 
 def _hiding(heads: list[int], previous):
-    """An entry selector that keeps what ``previous`` keeps, except every entry of ``heads``."""
+    """An entry selector that keeps what ``previous`` keeps, except every entry of ``heads``:
+    (q_block [B,H,Tb,D], comp_k [B,Hk,Nb,D], visible [Hk,Tb,Nb]) -> keep [Hk,Tb,Nb]."""
 
     def select(q_block: torch.Tensor, comp_k: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         keep = torch.ones_like(visible) if previous is None else previous(q_block, comp_k, visible).clone()

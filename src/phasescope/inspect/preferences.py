@@ -1,5 +1,8 @@
 """Learned position preferences of a phasescope model's compressors (issue #12 part 2).
 
+Shape legend: B rows in a batch, T tokens, C model width, Hk KV heads, D head dim, N entries,
+w window slots (slot 0 = oldest), F pooling features, m gate series (channel_gate: w / s).
+
 For every compressed layer and KV head this reports, per window slot ``k = 0 .. w-1``
 (slot 0 = the oldest token of the window):
 
@@ -80,7 +83,8 @@ def slot_weights(pooler, windows: torch.Tensor, valid: torch.Tensor) -> torch.Te
 
 
 class SlotRecorder:
-    """Per compressed layer: the mean slot weight of each input row, [rows, Hk, w] (float64)."""
+    """Per compressed layer: the mean slot weight of each input row, one [B,Hk,w] array (float64)
+    per batch."""
 
     def __init__(self) -> None:
         self.rows: dict[int, list[np.ndarray]] = {}
@@ -89,17 +93,17 @@ class SlotRecorder:
         def record(module, args, output):
             x, start_pos = args[0], int(args[1])
             with torch.no_grad():
-                _, k, v = attn.project(x)
-                feats = attn.pooler.features(x, k, v)
+                _, k, v = attn.project(x)  # x [B,T,C] -> k, v [B,Hk,T,D]
+                feats = attn.pooler.features(x, k, v)  # [B,Hk,T,F]
                 t, hk = x.shape[1], attn.n_kv_heads
-                ends = head_entry_ends(attn.scheme, start_pos, start_pos + t, hk).to(x.device)
+                ends = head_entry_ends(attn.scheme, start_pos, start_pos + t, hk).to(x.device)  # [Hk,N]
                 full = (ends != PAD_END) & (ends - attn.scheme.window + 1 >= start_pos)
-                keep = full.all(dim=0)  # entries that are full windows for every head
+                keep = full.all(dim=0)  # [N]: entries that are full windows for every head
                 if not bool(keep.any()):
                     return
                 ends = ends[:, keep]
                 windows, valid = gather_windows(feats, start_pos, ends, attn.scheme.window)
-                weights = slot_weights(attn.pooler, windows, valid)
+                weights = slot_weights(attn.pooler, windows, valid)  # [B,Hk,N,w]
                 if weights is not None:
                     self.rows.setdefault(layer, []).append(weights.float().mean(dim=2).double().cpu().numpy())
 

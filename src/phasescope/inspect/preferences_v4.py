@@ -1,5 +1,9 @@
 """Learned position preferences of transformers' ``DeepseekV4ForCausalLM`` compressors.
 
+Shape legend: B rows in a batch, T tokens, s step (``compress_rate``), N = T // s entries,
+w window slots (CSA 2s, HCA s; slot 0 = oldest), D head dim (an indexer's: index_head_dim),
+C gate channels (CSA 2D, HCA D).
+
 The same report as ``preferences.py`` gives for a phasescope model, for every compressed layer
 of a transformers DeepSeek-V4 (a sliding-only layer has no compressor and is skipped). A V4
 model has one KV head, so every per-head list has one row.
@@ -129,8 +133,8 @@ def slot_source(step: int, overlap: bool) -> list[str]:
 
 
 class V4SlotRecorder:
-    """Per compressed layer, the mean slot weight of each input row, [rows, 1, w] (float64);
-    ``indexer_rows`` the same for CSA layers' indexers."""
+    """Per compressed layer, the mean slot weight of each input row, one [B,1,w] array (float64)
+    per batch (1: the model's one KV head); ``indexer_rows`` the same for CSA layers' indexers."""
 
     def __init__(self) -> None:
         self.rows: dict[int, list[np.ndarray]] = {}
@@ -138,6 +142,7 @@ class V4SlotRecorder:
 
     @staticmethod
     def _add(store: dict, layer: int, module, hidden: torch.Tensor, overlap: bool) -> None:
+        # gate_proj(hidden) [B,T,C] -> weights [B,N,w,D], full [N]
         weights, full = slot_weights(module.gate_proj(hidden), module.position_bias, module.compress_rate, overlap)
         if not bool(full.any()):
             return

@@ -1,5 +1,9 @@
 """The compressed KV cache used by ``generate``.
 
+Shape legend
+    B batch, Hk KV heads, S raw keys kept (the last L; all in a full layer), N compressed entries,
+    D head dim, P pending tokens (the last w-1; w = window), F pooling features, C model width.
+
 Per layer it keeps only: the last L raw keys/values (all of them for ``full`` layers), the
 pooling features of the last w-1 tokens (the state of the window being filled), and one
 key/value entry per completed window.
@@ -70,9 +74,9 @@ class Growable:
 @dataclass
 class LayerCache:
     raw_k: Growable = field(default_factory=lambda: Growable(2))  # [B,Hk,S,D] post-RoPE
-    raw_v: Growable = field(default_factory=lambda: Growable(2))  # post-RoPE only with value_rope
+    raw_v: Growable = field(default_factory=lambda: Growable(2))  # [B,Hk,S,D], post-RoPE only with value_rope
     comp_k: Growable = field(default_factory=lambda: Growable(2))  # [B,Hk,N,D] post-RoPE
-    comp_v: Growable = field(default_factory=lambda: Growable(2))  # unused when K=V is shared
+    comp_v: Growable = field(default_factory=lambda: Growable(2))  # [B,Hk,N,D], unused when K=V is shared
     comp_end: Growable = field(default_factory=lambda: Growable(1))  # [Hk,N] long
     pending: torch.Tensor | None = None  # [B,Hk,P,F], P <= w-1
     shared_kv: bool = False  # compressed values are the keys themselves (stored once)
@@ -119,6 +123,6 @@ def cat_or_new(old: torch.Tensor | None, new: torch.Tensor, dim: int) -> torch.T
 
 
 def keep_last(x: torch.Tensor, n: int) -> torch.Tensor:
-    """The last n positions along dim 2, in a buffer of their own."""
+    """The last n positions along dim 2 (pending features [B,Hk,P,F]), in a buffer of their own."""
     x = x[:, :, max(x.shape[2] - n, 0) :]
     return x if x.untyped_storage().nbytes() == x.numel() * x.element_size() else x.clone()

@@ -1,7 +1,10 @@
 """Starting a run from a trained model (``init_from``), and the random-alignment training
 mitigation (``random_align``).
 
-Weight shapes (phasescope decoder; H query heads, Hk KV heads, D head_dim, C d_model)::
+Shape legend: H query heads, Hk KV heads (Hk_src: the source model's), D head dim (head_dim),
+C model width (d_model).
+
+Weight shapes (phasescope decoder)::
 
     k_proj.weight, v_proj.weight   [Hk*D, C]   head-major rows: KV head j is rows j*D..(j+1)*D
     everything else                the same shape in source and target
@@ -146,6 +149,7 @@ def init_weights(model: torch.nn.Module, source: Path, warm_start: bool = False)
     for name, value in weights.items():
         want = target[name].shape
         if value.shape != want and widen > 1 and name.endswith(("k_proj.weight", "v_proj.weight")):
+            # [Hk_src*D,C] -> [Hk_src,D,C] -> [Hk,D,C] (each source head widen times) -> [Hk*D,C]
             value = value.view(src_cfg.n_kv_heads, -1, value.shape[-1]).repeat_interleave(widen, 0).reshape(want)
         if value.shape != want:
             raise InputError(

@@ -1,6 +1,9 @@
 """The training loop: AdamW, warm-up + cosine, clipping, held-out evaluation, checkpoints,
 exact resume, and data parallelism under torchrun (one writer: rank 0).
 
+Shape legend: B rows of a batch (a rank's share while training), T tokens, V vocabulary,
+Q queries per row, A answer tokens per query (``task.value_len``).
+
 Every step's global batch is drawn from ``numpy.random.default_rng([seed, step])`` and each
 rank takes its rows, so a run's data does not depend on how it was interrupted or on the
 number of processes.
@@ -78,10 +81,12 @@ def make_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Opti
 
 
 def to_torch(batch: RetrievalBatch, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's ``rows`` as (input_ids [B,T], targets [B,T])."""
     return torch.from_numpy(batch.input_ids[rows]), torch.from_numpy(batch.targets[rows])
 
 
 def batch_loss(model, input_ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """input_ids, targets [B,T] -> mean cross-entropy over the answer tokens (logits [B,T,V])."""
     logits = model(input_ids)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
 
@@ -97,8 +102,9 @@ def evaluate(cfg: TrainConfig, model, n_batches: int) -> dict:
         ids, targets = to_torch(batch, slice(None))
         logits = model(ids)
         losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE))
-        hit = logits.argmax(-1) == targets
-        # answers are predicted from answer_pos-1 onward; a query is right when all its tokens are
+        hit = logits.argmax(-1) == targets  # logits [B,T,V] -> [B,T]
+        # answers are predicted from answer_pos-1 onward; a query is right when all its tokens are:
+        # predicted_at [B,Q,A], query_ok [B,Q]
         predicted_at = torch.from_numpy(batch.answer_pos[:, :, None] - 1 + np.arange(cfg.task.value_len))
         query_ok = hit.gather(1, predicted_at.flatten(1)).view(predicted_at.shape).all(dim=-1)
         correct.append(query_ok.flatten())

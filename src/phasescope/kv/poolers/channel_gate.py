@@ -1,5 +1,8 @@
 """``channel_gate``: DeepSeek-V4's compressor.
 
+Shape legend: as in base.py (B, T, C, Hk, D, N, w, F), plus m = w / s series per token
+(s = step); F = 2·m·D: the m kv series, then the m gate series, D channels each.
+
 Each token makes ``m = w / s`` candidate vectors ``W_kv·x`` and gate logits ``W_gate·x`` (one
 series per step block of the window). For window slot o (block ``o // s``, oldest first) the
 entry takes, per channel, a softmax over the window of ``gate + position_bias[o]`` and
@@ -53,7 +56,7 @@ class ChannelGatePooler(Pooler):
             )
 
     def _per_head(self, y: torch.Tensor) -> torch.Tensor:
-        # [B,T,m*Hk*D] -> [B,Hk,T,m*D]
+        # [B,T,m*Hk*D] -> [B,Hk,T,m*D] (series-major within a head)
         b, t, _ = y.shape
         y = y.view(b, t, self.n_series, self.n_kv_heads, self.head_dim).permute(0, 3, 1, 2, 4)
         return y.reshape(b, self.n_kv_heads, t, self.n_series * self.head_dim)
@@ -62,6 +65,7 @@ class ChannelGatePooler(Pooler):
         return 2 * self.n_series * self.head_dim
 
     def features(self, x, k, v):
+        # x [B,T,C] -> [B,Hk,T,F]: W_kv·x series, then W_gate·x series (k, v unused)
         return torch.cat([self._per_head(self.wkv(x)), self._per_head(self.wgate(x))], dim=-1)
 
     def _slot_bias(self, slot: int, head: int) -> torch.Tensor | float:
@@ -72,11 +76,11 @@ class ChannelGatePooler(Pooler):
         m, d = self.n_series, self.head_dim
         feats = feats.view(b, hk, n, w, 2, m, d)
         pick = F.one_hot(self.slot_series, m).to(feats.dtype)  # [w, m]
-        kv, gate = torch.einsum("bhnwcmd,wm->bhnwcd", feats, pick).unbind(dim=4)
+        kv, gate = torch.einsum("bhnwcmd,wm->bhnwcd", feats, pick).unbind(dim=4)  # each [B,Hk,N,w,D]
         if self.position_bias is not None:
             gate = gate + self.position_bias.permute(1, 0, 2)[:, None]  # [Hk,1,w,D]
         weights = masked_softmax(upcast(gate), valid[None, :, :, :, None], dim=3).to(kv.dtype)
-        entry = rms_norm((weights * kv).sum(dim=3), self.norm_weight, self.eps)
+        entry = rms_norm((weights * kv).sum(dim=3), self.norm_weight, self.eps)  # [B,Hk,N,D]
         return entry, entry
 
     def reference_entry(self, feats, slots, head):

@@ -1,4 +1,7 @@
-"""``mean``: plain average of the window's keys and of its values (no parameters)."""
+"""``mean``: plain average of the window's keys and of its values (no parameters).
+
+Shape legend: as in base.py (B, Hk, N, w, F).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ class MeanPooler(Pooler):
 
     def pool(self, feats, valid):
         weights = valid.to(feats.dtype)
-        weights = weights / weights.sum(-1, keepdim=True)
-        pooled = torch.einsum("hnw,bhnwf->bhnf", weights, feats)
+        weights = weights / weights.sum(-1, keepdim=True)  # [Hk,N,w]
+        pooled = torch.einsum("hnw,bhnwf->bhnf", weights, feats)  # [B,Hk,N,F]
         return self.split_kv(pooled)
 
     def reference_entry(self, feats, slots, head):

@@ -1,6 +1,9 @@
 """``mlp``: NSA's compressor. A learned intra-window position embedding is added to each
 slot's key (value), the window is flattened and an MLP maps it to one key (value).
-Empty slots (before position 0) are zero vectors without position embedding."""
+Empty slots (before position 0) are zero vectors without position embedding.
+
+Shape legend: as in base.py (B, Hk, N, w, D, F = 2·D: key, then value).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ class MLPPooler(Pooler):
 
     def __init__(self, cfg, d_model, n_kv_heads, head_dim):
         super().__init__(cfg, d_model, n_kv_heads, head_dim)
-        self.pos_k = nn.Parameter(torch.randn(cfg.window, head_dim) * 0.02)
+        self.pos_k = nn.Parameter(torch.randn(cfg.window, head_dim) * 0.02)  # [w,D], as pos_v
         self.pos_v = nn.Parameter(torch.randn(cfg.window, head_dim) * 0.02)
         self.mlp_k = _window_mlp(cfg.window, head_dim)
         self.mlp_v = _window_mlp(cfg.window, head_dim)
@@ -29,7 +32,7 @@ class MLPPooler(Pooler):
     def pool(self, feats, valid):
         k, v = self.split_kv(feats)  # [B,Hk,N,w,D]
         keep = valid[None, :, :, :, None].to(feats.dtype)
-        k = ((k + self.pos_k) * keep).flatten(-2)
+        k = ((k + self.pos_k) * keep).flatten(-2)  # [B,Hk,N,w*D]
         v = ((v + self.pos_v) * keep).flatten(-2)
         return self.mlp_k(k), self.mlp_v(v)
 
