@@ -10,6 +10,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
+    "analyze_scale.py": (["--quick"], "the same numbers as the previous code: True"),
     "attention.py": (["--quick", "--prefill-only"], "T="),
     "long_forward.py": (["--quick"], "compressed / full"),
     "multi_token_scoring.py": (["--quick"], "where read"),

@@ -252,6 +252,29 @@ def test_fast_bootstrap_draws_equal_an_explicit_refit():
         assert np.allclose(delta[b], refit.beta - model.beta) and np.allclose(cov[b], refit.covariance)
 
 
+def test_stage_two_draws_equal_the_product_in_the_full_column_space():
+    """Equivalence: a stage-2 map of the draws, computed on the free columns only with two large
+    matrix products (``linear``/``sandwich``), equals a @ cov* @ aᵀ over every column, the
+    components' reference columns at zero -- contents starting at different phases, so there
+    are several components."""
+    from phasescope.analysis.offset_effects import fit_offset_effects, linear
+
+    scenario = Scenario(n_contents=24, starts="uniform", offsets=tuple(range(12)), effects_pp=(0, 10, 0, 0))
+    fx = fit_offset_effects(simulate(scenario, np.random.default_rng(3)).cells(), np.random.default_rng(4), 50)
+    assert fx.n_components > 1 and fx.inference
+    delta, cov = fx.draws()
+    free, n_cols = np.flatnonzero(fx.estimated), len(fx.offset)
+    full_delta = np.zeros((50, n_cols))
+    full_delta[:, free] = delta
+    full_cov = np.zeros((50, n_cols, n_cols))
+    full_cov[:, free[:, None], free[None, :]] = cov
+    a = np.random.default_rng(5).normal(size=(5, n_cols))
+    mapped = linear(fx, a)
+    assert np.allclose(mapped.boot, full_delta @ a.T, rtol=1e-12, atol=1e-14)
+    assert np.allclose(mapped.boot_cov, a @ full_cov @ a.T, rtol=1e-10, atol=1e-14)
+    assert np.allclose(linear(fx, a, with_cov=False).boot, mapped.boot) and linear(fx, a, False).boot_cov is None
+
+
 def test_two_windows_or_fewer_withhold_every_drift_adjusted_number():
     """8 offsets at step 4 (two windows) and 4 offsets (one): a drift cannot be told from phase
     effects, so no adjusted gap, interval or p-value is printed -- a pure drift used to read as

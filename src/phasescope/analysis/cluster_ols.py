@@ -57,9 +57,10 @@ class ClusterFit:
         for start in range(0, n_boot, chunk):
             v = rng.choice(WEBB, size=(min(chunk, n_boot - start), n_clusters))
             delta = (v @ self.scores) @ self.a_inv
-            # refit scores v_c S_c - H_c delta, as matrix products (einsum would not use BLAS here)
-            shifted = (self.hessians.reshape(n_clusters * k, k) @ delta.T).reshape(n_clusters, k, -1)
-            scores = v[:, :, None] * self.scores[None] - shifted.transpose(2, 0, 1)
+            # refit scores v_c S_c - H_c delta [b,C,K], as one matrix product laid out as used (a
+            # transposed view made the subtraction memory-bound: half the time of the draws)
+            scores = v[:, :, None] * self.scores[None]
+            scores -= (delta @ self.hessians.reshape(n_clusters * k, k).T).reshape(len(v), n_clusters, k)
             meat = scores.transpose(0, 2, 1) @ scores
             yield delta, self.factor * self.a_inv @ meat @ self.a_inv
 

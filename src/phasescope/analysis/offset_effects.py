@@ -26,7 +26,8 @@ linear function of ``delta``, fitted in stage 2 (``trend``, ``phase_effects``, `
 wild cluster bootstrap of stage 1 serves them all: each draw gives ``delta* - delta`` and its
 cluster-robust covariance, and a stage-2 statistic maps them linearly (``Linear``).
 
-Shape legend: M cells, J columns, B bootstrap draws, K stage-2 coefficients.
+Shape legend: M cells, J columns, F free columns (not a component's reference), B bootstrap
+draws, K stage-2 coefficients.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class OffsetEffects:
     model: ClusterFit | None = None  # stage 1's fit, for the bootstrap (None: too few contents to bootstrap)
     rng: np.random.Generator | None = None
     n_boot: int = 0
-    _draws: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _draws: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)  # ``draws()``
     component: np.ndarray | None = None  # [J] the component of each column (None: one component)
     estimated: np.ndarray | None = None  # [J] True where delta is a free parameter (not a reference)
 
@@ -72,27 +73,13 @@ class OffsetEffects:
         """Intervals and p-values are given only with enough contents whose answers vary."""
         return self.model is not None and self.n_boot > 0
 
-    @property
-    def boot_delta(self) -> np.ndarray | None:
-        """[B,J] delta* - delta (drawn on first use: a design that cannot be tested never pays for it)."""
-        return self._boot()[0] if self.inference else None
-
-    @property
-    def boot_cov(self) -> np.ndarray | None:
-        """[B,J,J] the cluster-robust covariance of each draw."""
-        return self._boot()[1] if self.inference else None
-
-    def _boot(self) -> tuple[np.ndarray, np.ndarray]:
+    def draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bootstrap of the free columns (``estimated``): delta* - delta [B,F] and each draw's
+        cluster-robust covariance [B,F,F]; drawn on first use, so a design that cannot be tested
+        never pays for it (a reference column's delta is 0 in every draw)."""
         if self._draws is None:
             deltas, covs = zip(*self.model.draws(self.rng, self.n_boot), strict=True)
-            deltas, covs = np.concatenate(deltas), np.concatenate(covs)
-            free = np.flatnonzero(self.estimated)
-            n_cols = len(self.offset)
-            full_delta = np.zeros((len(deltas), n_cols))
-            full_delta[:, free] = deltas
-            full_cov = np.zeros((len(covs), n_cols, n_cols))
-            full_cov[:, free[:, None], free[None, :]] = covs
-            self._draws = (full_delta, full_cov)
+            self._draws = (np.concatenate(deltas), np.concatenate(covs))
         return self._draws
 
     def aligned(self) -> bool:
@@ -118,10 +105,20 @@ def linear(fx: OffsetEffects, a: np.ndarray, with_cov: bool = True) -> Linear:
     """theta = a @ delta for a [K,J], with the covariance a V aᵀ and the draws mapped the same way."""
     boot = boot_cov = None
     if fx.inference:
-        boot = fx.boot_delta @ a.T
+        delta, cov = fx.draws()
+        free = a[:, fx.estimated]  # [K,F]: the reference columns do not move
+        boot = delta @ free.T
         if with_cov:
-            boot_cov = a @ fx.boot_cov @ a.T
+            boot_cov = sandwich(free, cov)
     return Linear(a @ fx.effect, a @ fx.cov @ a.T, boot, boot_cov)
+
+
+def sandwich(a: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """a @ cov[b] @ aᵀ for every draw b: a [K,F], cov [B,F,F] (symmetric) -> [B,K,K], as two
+    large matrix products (a broadcast product of B small ones took a third of analyze)."""
+    n, f, k = len(cov), cov.shape[1], len(a)
+    right = (cov.reshape(n * f, f) @ a.T).reshape(n, f, k)  # cov aᵀ
+    return (right.transpose(0, 2, 1).reshape(n * k, f) @ a.T).reshape(n, k, k)  # (cov aᵀ)ᵀ aᵀ = a cov aᵀ
 
 
 def components(col: np.ndarray, content: np.ndarray, n_cols: int, n_contents: int) -> np.ndarray:
