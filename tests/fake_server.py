@@ -109,7 +109,8 @@ class FakeVLLM:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def answer(self, body: dict, fault: str | None) -> dict:
-        ids = list(body["prompt"])
+        prompt = body["prompt"]  # token ids, or a batch of one list of them (lm-eval's local-completions)
+        ids = list(prompt[0] if prompt and isinstance(prompt[0], list) else prompt)
         if not body.get("echo", False) and body["max_tokens"] > 1:
             return self.generate(ids, body["max_tokens"])
         if not body.get("echo", False):

@@ -17,6 +17,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "niah.py": (["native", "--quick"], "items of 1,024 tokens"),
     "padding_search.py": (["--quick"], "| True"),
     "phase_ensemble.py": (["--quick"], "the ensemble costs"),
+    "served.py": (["--quick"], "the three paths' log-probs equal: True"),
     "sweep_overhead.py": (["--quick"], "overhead"),
     "sweep_prefix.py": (["--quick"], "speed-up"),
     "training.py": (["--quick"], "tokens/s"),
