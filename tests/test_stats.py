@@ -275,6 +275,18 @@ def test_stage_two_draws_equal_the_product_in_the_full_column_space():
     assert np.allclose(linear(fx, a, with_cov=False).boot, mapped.boot) and linear(fx, a, False).boot_cov is None
 
 
+@pytest.mark.parametrize("accuracy", [(0, 1, 1, 0), (1, 0, 0, 0)])
+def test_a_noiseless_step_pattern_is_read_as_the_steps_period(accuracy):
+    """Every content answers by phase alone (accuracy 0 or 1, no noise): every candidate's p
+    underflows and ties, and the period is the step's -- the tie goes to the candidate that
+    explains the pattern, not to the shortest (which read 0,1,1,0 as "a period-6 pattern, not a
+    step-phase effect")."""
+    m = analyze_records(planted(np.random.default_rng(0), accuracy, n_content=16, base=0), n_resamples=400)
+    assert [row["accuracy"] for row in sorted(m["phases"], key=lambda r: r["phase"])] == list(accuracy)
+    assert m["period"]["detected"] == 4 and m["period"]["kind"] == "step", m["period"]
+    assert "not a step-phase effect" not in m["verdict"]["sentence"]
+
+
 def test_two_windows_or_fewer_withhold_every_drift_adjusted_number():
     """8 offsets at step 4 (two windows) and 4 offsets (one): a drift cannot be told from phase
     effects, so no adjusted gap, interval or p-value is printed -- a pure drift used to read as

@@ -224,9 +224,14 @@ def _test(fits: dict, step: int, alpha: float) -> dict:
     p_value = bootstrap_p(-np.min(null, axis=0), -smallest)  # small p-values are extreme
     if p_value >= alpha:
         return {"p_value": p_value}
-    best = min(p for p in fits if observed[p] == smallest)
-    for multiple in sorted(m for m in fits if m > best and m % best == 0):  # a finer period that explains more
-        if _finer_p(fits[multiple], multiple, best) < alpha:
+    # tied p-values (a pattern so clean that every candidate's p underflows): the one explaining
+    # the most of the offset pattern, then the shortest (a noiseless step-4 pattern read as period 3
+    # when the shortest tied candidate was taken, then refined to 6)
+    tied = [p for p in fits if observed[p] == smallest]
+    best = min(tied, key=lambda p: (-round(fits[p]["explained"], 9), p))
+    for multiple in sorted(m for m in fits if m > best):  # a finer period that explains more
+        # a multiple of the best so far: once 2 gave way to 4, period 6 is no refinement of it
+        if multiple % best == 0 and _finer_p(fits[multiple], multiple, best) < alpha:
             best = multiple
     detected = next(q for q in sorted(fits) if best % q == 0 and _finer_p(fits[best], best, q) >= alpha)
     if step % detected == 0:
