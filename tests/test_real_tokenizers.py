@@ -7,6 +7,7 @@ the anchor lands at base + d, the needle's key and value are where the records s
 padding of the study's FP8 helper puts its answer at every token phase, and a chunked read of
 DeepSeek-V4's cache equals one forward pass."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -129,6 +130,30 @@ def test_the_study_code_probe_puts_8_vs_32_at_every_token_phase_through_six_wind
         assert reads_back(tok, item.input_ids)
         code = tok.decode(item.input_ids[1:])
         assert code.startswith(CompletionSpec().prompt.split("{pad}")[0]), "the code before the padding is intact"
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4", "qwen3"])
+def test_the_study_single_run_of_equals_signs_where_it_reaches_and_a_reason_where_not(name):
+    """--single-run: one run of '=' only (the study's literal padding). On both real tokenizers a
+    run reaches two consecutive prompt lengths at most (BPE merges runs), so offsets 0..1 are
+    placed with runs alone and 0..7 are refused naming the offsets no run reaches and the way out."""
+    from phasescope.probes import probe_spec
+    from phasescope.probes.base import ProbeContext, ProbeError
+    from phasescope.probes.padding_completion import build
+    from phasescope.specs import Geometry
+
+    tok = named_tokenizer(name)
+    spec = probe_spec("padding-completion", {"single_run": True})
+    ctx = ProbeContext(spec, Geometry(4, 4, 0, None, "test"), tokenizer=tok, bos_id=None)
+    ctx = dataclasses.replace(ctx, completion=CompletionSpec())
+    items = build(ctx).items([0, 1], 1, np.random.default_rng(0))
+    for item in items:
+        assert item.padding["text"] == "=" * item.padding["units"], "one run of '=' and nothing else"
+    assert items[1].answer_pos == items[0].answer_pos + 1
+    with pytest.raises(ProbeError, match=r"one run of the pad unit .*unreached: '=': offsets \[2, .*--single-run"):
+        build(ctx).items(OFFSETS, 1, np.random.default_rng(0))
+    mixed = PaddingCompletionProbe(tok, CompletionSpec(), step=4).items(OFFSETS, 1, np.random.default_rng(0))
+    assert any(it.padding["text"] != "=" * it.padding["units"] for it in mixed), "without it, other shapes fill in"
 
 
 def test_prompts_are_padded_to_every_phase_on_both_tokenizers():

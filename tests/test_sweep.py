@@ -235,3 +235,39 @@ def test_code_probe_sampled_end_to_end_on_a_tiny_hf_model_gives_intervals(tmp_pa
     assert len({c["prompt"] for c in spec["contents"]}) == 12
     assert runner.invoke(app, ["report", run]).exit_code == 0
     assert "Mean probability of each candidate per phase" in (tmp_path / "fp8" / "report.html").read_text()
+
+
+def test_the_code_probe_is_reported_in_the_studys_terms(tmp_path):
+    """The FP8 helper on DeepSeek-V4's tokenizer, a planted model: analyze labels the candidates by
+    their answers ("8", "32"), shows the '=' count beside the token phase (the records' own), and
+    writes a small probability in scientific notation instead of 0.000."""
+    from phasescope.backends.tokenizers import named_tokenizer
+    from phasescope.cli import app
+    from phasescope.probes.padding_completion import CompletionSpec
+
+    tok = named_tokenizer("deepseek-v4")
+    right, wrong = (tok.encode(text, add_special_tokens=False)[0] for text in ("8", "32"))
+
+    def model(ids):
+        p = torch.tensor([0.264, 0.915, 0.6, 0.0003], dtype=torch.double)[(torch.arange(ids.shape[1]) + 1) % 4]
+        logits = torch.full((*ids.shape, len(tok)), -30.0, dtype=torch.double)
+        logits[..., right], logits[..., wrong] = p.log(), (1 - p).log()
+        return logits.float()
+
+    loaded = from_callable(model, vocab_size=len(tok), step=4, align=0)
+    run = tmp_path / "fp8"
+    phasescope.sweep(loaded, "padding-completion", tokenizer=tok, completion=[CompletionSpec()], out=run, local=0)
+    result = CliRunner().invoke(app, ["analyze", str(run), "--resamples", "200"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "'=' count" in result.output and 'P(right "8")' in result.output and 'P(wrong "32")' in result.output
+    assert "3.00e-04" in result.output
+    table = Metrics.from_json(json.loads((run / "metrics.json").read_text())).candidate_probabilities
+    assert table["answers"] == {"right": "8", "wrong": "32"} and table["pad_unit"] == "="
+    records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    lines = result.output.splitlines()
+    below = lines[next(i for i, x in enumerate(lines) if "'=' count" in x) + 1 :]  # the probability table
+    for row in table["phases"]:
+        units = sorted({r["padding"]["units"] for r in records if r["phase"] == row["phase"]})
+        assert row["pad_units"] == units and len(units) == 6  # offsets 0..23: six windows
+        line = next(x for x in below if x.strip().startswith(str(row["phase"])))
+        assert ", ".join(map(str, units)) in line, "the '=' counts sit beside their token phase"

@@ -50,6 +50,9 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
             f"step {step}; the records belong to another sweep (phases 0..{step - 1} would be misread)"
         )
     metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
+    from phasescope.analysis.candidates import with_answers
+
+    metrics["candidate_probabilities"] = with_answers(metrics["candidate_probabilities"], spec.get("probe") or {})
     from phasescope.analysis.task_metrics import task_metrics
 
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase

@@ -59,6 +59,8 @@ def candidate_probabilities(r: RecordArrays, level: float = 0.95) -> dict | None
     for p in range(r.step):
         mask = r.phase == p
         row = {"phase": p, "n_contents": len(np.unique(r.content[mask])), "mean": {}, "ci": {}}
+        if r.padding_units is not None:  # the code probe's '=' count beside the token phase, as the study gave it
+            row["pad_units"] = sorted({int(u) for u in r.padding_units[mask] if np.isfinite(u)})
         for name in names:
             means = content_means(np.exp(r.candidate_logprobs[name][mask]), r.content[mask], r.n_contents)
             row["mean"][name], row["ci"][name] = mean_interval(means, level)
@@ -72,3 +74,20 @@ def candidate_probabilities(r: RecordArrays, level: float = 0.95) -> dict | None
             f"{', ...' if len(r.candidates_left_out) > 6 else ''})"
         )
     return {"candidates": names, "method": METHOD, "note": "; ".join(notes) or None, "phases": rows}
+
+
+def with_answers(table: dict | None, probe: dict) -> dict | None:
+    """``table`` with each candidate's answer text (``answers``: the code probe's '8' and '32')
+    and the pad unit, where every content of the probe (spec.json's ``probe.contents``) gives
+    the same; a candidate whose text differs between contents keeps its name only."""
+    contents = probe.get("contents") if isinstance(probe, dict) else None
+    if not table or not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents) or not contents:
+        return table
+    answers = {}
+    for name in table["candidates"]:
+        texts = {(c.get("candidates") or {}).get(name) for c in contents}
+        if len(texts) == 1 and isinstance(text := next(iter(texts)), str):
+            answers[name] = text
+    units = {c.get("pad_unit") for c in contents}
+    unit = next(iter(units)) if len(units) == 1 and isinstance(next(iter(units)), str) else None
+    return table | {"answers": answers or None, "pad_unit": unit}

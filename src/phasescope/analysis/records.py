@@ -46,6 +46,7 @@ class RecordArrays:
     # name -> [N] log-prob, for the candidates named in every record (nan: not scored), in the probe's order
     candidate_logprobs: dict[str, np.ndarray] = field(default_factory=dict)
     candidates_left_out: list[str] = field(default_factory=list)  # named in some records only
+    padding_units: np.ndarray | None = None  # [N] pad units inserted (the code probe's '=' count); None: no padding
 
     @classmethod
     def from_records(cls, records: list[Record] | list[dict]) -> RecordArrays:
@@ -69,6 +70,7 @@ class RecordArrays:
             variant=np.array([r.variant for r in records], dtype=np.int64),
             candidate_logprobs={name: np.array([_number(r.logprobs[name]) for r in records]) for name in shared},
             candidates_left_out=sorted(named - set(shared)),
+            padding_units=_padding_units(records),
         )
 
     @classmethod
@@ -102,6 +104,9 @@ class RecordArrays:
             **joined,
             candidate_logprobs={n: np.concatenate([p.candidate_logprobs[n] for p in parts]) for n in shared},
             candidates_left_out=sorted(named - set(shared)),
+            padding_units=None
+            if any(p.padding_units is None for p in parts)
+            else np.concatenate([p.padding_units for p in parts]),
         )
 
     @property
@@ -133,6 +138,7 @@ class RecordArrays:
             correct=np.asarray(values, dtype=float)[keep],
             **{name: getattr(self, name)[keep] for name in arrays},
             candidate_logprobs={n: v[keep] for n, v in self.candidate_logprobs.items()},
+            padding_units=None if self.padding_units is None else self.padding_units[keep],
         )
 
     def offset_means(self) -> tuple[np.ndarray, np.ndarray]:
@@ -160,6 +166,12 @@ def _candidate_names(records: list[Record]) -> tuple[list[str], set[str]]:
         shared &= set(r.logprobs)
         named |= set(r.logprobs)
     return [n for n in records[0].logprobs if n in shared], named
+
+
+def _padding_units(records: list[Record]) -> np.ndarray | None:
+    """[N] the pad units each record's prompt holds (nan: none recorded); None when no record has any."""
+    units = np.array([_number((r.padding or {}).get("units")) for r in records])
+    return None if np.isnan(units).all() else units
 
 
 def _number(value) -> float:

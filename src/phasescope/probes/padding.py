@@ -46,15 +46,17 @@ class Padding:
         return {"text": self.text, "chars": len(self.text), "units": self.units, "tokens": self.tokens}
 
 
-def shapes(unit: str, most_units: int) -> list[list[tuple[str, int]]]:
+def shapes(unit: str, most_units: int, single_run: bool = False) -> list[list[tuple[str, int]]]:
     """The padding shapes of ``unit``, in the order they are tried; each is a list of (text,
     units) for growing counts k, starting from nothing.
 
     One run of k units (the study's ``=`` padding, whose k was its variable); k lines of m units
     for m = 1..8 (a docstring of ``=`` lines: under a BPE that merges runs, a line of one ``=``
-    is often one token); k units each with a space before, or after.
+    is often one token); k units each with a space before, or after. ``single_run``: the run only.
     """
     runs = [[unit * k for k in range(most_units + 1)]]
+    if single_run:
+        return [[(text, len(text) // len(unit)) for text in runs[0]]]
     lines = [["\n".join([unit * m] * k) for k in range(most_units // m + 1)] for m in range(1, 9)]
     spaced = [[piece * k for k in range(most_units + 1)] for piece in (" " + unit, unit + " ")]
     # units counted in the text inserted: a newline unit's joining newlines are units too
@@ -148,10 +150,18 @@ class AnswerPlacer:
     shape that reaches its length."""
 
     def __init__(
-        self, encode: Encode, decode, step: int, align: int, head: tuple[int, ...] = (), max_len: int | None = None
+        self,
+        encode: Encode,
+        decode,
+        step: int,
+        align: int,
+        head: tuple[int, ...] = (),
+        max_len: int | None = None,
+        single_run: bool = False,
     ):
         self.encode, self.decode, self.step, self.align, self.head = encode, decode, step, align, head
         self.max_len = max_len  # the model's longest sequence: a prompt that cannot fit is refused before the search
+        self.single_run = single_run  # only one run of the unit (the study's literal padding), no other shape
 
     def place(self, before: str, after: str, units: tuple[str, ...], offsets: list[int], label: str) -> Placement:
         """The first unit whose padding reaches every offset; ProbeError naming the offsets none reaches.
@@ -175,6 +185,13 @@ class AnswerPlacer:
         placed, unreached = self._search(before, after, units, offsets, lowest)
         if placed is not None:
             return placed
+        if self.single_run:
+            raise ProbeError(
+                f"{label}: one run of the pad unit does not put the answer at every offset with this tokenizer "
+                f"(unreached: {'; '.join(unreached)}): its merges turn runs of different lengths into the same "
+                "number of tokens, so some prompt lengths are never reached; drop --single-run (lines of the unit "
+                "or spaced units then fill the gaps), or sweep only the offsets it reaches (those not listed)"
+            )
         raise ProbeError(
             f"{label}: no padding puts the answer at every offset with this tokenizer without changing the text "
             f"around it (unreached, by pad unit: {'; '.join(unreached)}); pass another pad unit or filler, or put the "
@@ -188,7 +205,7 @@ class AnswerPlacer:
         unreached = []
         for unit in units:
             mixed: dict[int, Padding] = {}
-            for shape in shapes(unit, most_units):
+            for shape in shapes(unit, most_units, self.single_run):
                 measured = measure(self.encode, self.decode, before, after, shape, True, self.head)
                 found = {n + shift: pad for n, pad in measured.items()}
                 for tables in (found, mixed | {n: p for n, p in found.items() if n not in mixed}):

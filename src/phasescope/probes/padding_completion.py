@@ -52,6 +52,11 @@ class Options(ProbeOptions):
         "pad_unit and name, or a list of them (one content each).",
         metavar="FILE",
     )
+    single_run: bool = option(
+        False,
+        "padding-completion: pad with one run of the pad unit only (the study's literal '=' padding), no lines or "
+        "spaced units; offsets that no run length reaches are refused, with the reason.",
+    )
     chat_template: bool = chat_template_option()
 
 
@@ -187,12 +192,14 @@ class PaddingCompletionProbe(Probe):
         step: int = 1,
         align: int = 0,
         max_len: int | None = None,
+        single_run: bool = False,
     ):
         """``spec``: one prompt, a list (one content each), or None for the built-in set. ``step``,
         ``align``: each content's answer sits at base + d at offset d with base = align (mod step),
         so offsets map to one phase across contents of different lengths."""
         self.encode, self.decode, self.bos = encoder(tokenizer), decoder(tokenizer), bos_id
         self.step, self.align, self.max_len = step, align, max_len
+        self.single_run = single_run  # --single-run: one run of the pad unit only
         self.given = [spec] if isinstance(spec, CompletionSpec) else (None if spec is None else list(spec))
         self.contents: list[CompletionSpec] = []  # what items() used, content_id = index
         self.placements: list[Placement] = []  # how each content was padded
@@ -258,7 +265,9 @@ class PaddingCompletionProbe(Probe):
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         contents = self._contents(n_samples, rng)
-        placer = AnswerPlacer(self.encode, self.decode, self.step, self.align, self._head(), self.max_len)
+        placer = AnswerPlacer(
+            self.encode, self.decode, self.step, self.align, self._head(), self.max_len, self.single_run
+        )
         placements = [
             placer.place(*spec.prompt.split("{pad}"), (spec.pad_unit,), offsets, self._label(c, spec))
             for c, spec in enumerate(contents)
@@ -277,4 +286,7 @@ def build(ctx: ProbeContext) -> PaddingCompletionProbe:
     if given is None and ctx.spec.options.probe_file:
         given = CompletionSpec.list_from_file(ctx.spec.options.probe_file)
     step, align = ctx.geometry.step, ctx.geometry.align
-    return PaddingCompletionProbe(ctx.need_tokenizer(), given, ctx.bos_id, step, align, max_len=ctx.max_len)
+    single_run = ctx.spec.options.single_run
+    return PaddingCompletionProbe(
+        ctx.need_tokenizer(), given, ctx.bos_id, step, align, max_len=ctx.max_len, single_run=single_run
+    )

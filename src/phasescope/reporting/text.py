@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from phasescope.rundir.metrics import Metrics
 
 
@@ -115,14 +117,27 @@ def probability_table(metrics: Metrics) -> tuple[list[str], list[list[str]]] | N
     table = metrics.candidate_probabilities
     if not table:
         return None
-    names = table["candidates"]
-    head = ["phase", "contents", *(f"P({name}) [95%]" for name in names)]
+    names, answers = table["candidates"], table.get("answers") or {}
+    padded = any("pad_units" in row for row in table["phases"])
+    unit = f"{table['pad_unit']!r} count" if table.get("pad_unit") else "pad units"
+    labels = [f"P({n} {json.dumps(answers[n])}) [95%]" if n in answers else f"P({n}) [95%]" for n in names]
+    head = ["phase", *([unit] if padded else []), "contents", *labels]
     rows = []
     for row in table["phases"]:
         boundary = " (boundary)" if row["phase"] == metrics.step - 1 else ""
         cells = [probability(row["mean"][n]) + probability_interval(row["ci"][n]) for n in names]
-        rows.append([f"{row['phase']}{boundary}", str(row["n_contents"]), *cells])
+        counts = [unit_counts(row.get("pad_units") or [])] if padded else []
+        rows.append([f"{row['phase']}{boundary}", *counts, str(row["n_contents"]), *cells])
     return head, rows
+
+
+def unit_counts(counts: list[int], shown: int = 6) -> str:
+    """The pad-unit counts seen at a phase: all of them when few (the study's table), else the range."""
+    if not counts:
+        return "-"
+    if len(counts) <= shown:
+        return ", ".join(map(str, counts))
+    return f"{counts[0]}-{counts[-1]} ({len(counts)} counts)"
 
 
 SMALL_PROBABILITY = 0.0005  # below this, 3 decimals would print 0.000: scientific notation instead
