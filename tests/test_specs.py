@@ -178,3 +178,16 @@ def test_every_probes_legacy_spec_reads_as_its_own_options(kind):
     if odd is not None:
         saved["sweep"]["probe"][odd] = "something else"
         assert upgrade_spec(saved, defaults)["sweep"]["probe"][odd] == "something else"
+
+
+def test_a_probe_option_added_since_reads_as_its_default_in_an_older_run():
+    """A padding-completion run written before --single-run existed (its probe section without
+    the key) reads as this version would have written it: the run did not use the option."""
+    from phasescope.probes import options_class, probe_module
+    from phasescope.rundir import upgrade_spec
+
+    defaults = options_class(probe_module("padding-completion"))().to_json()
+    older = {"name": "padding-completion"} | {k: v for k, v in defaults.items() if k != "single_run"}
+    saved = {"probe": {"probe": "padding-completion"}, "sweep": {"model": "m", "probe": older}}
+    assert upgrade_spec(saved, defaults)["sweep"]["probe"] == {"name": "padding-completion"} | defaults
+    assert defaults["single_run"] is False
