@@ -97,3 +97,26 @@ def test_version_prints_the_version():
     result = runner.invoke(app, ["--version"], env=ENV)
     assert result.exit_code == 0
     assert result.output.strip() == f"phasescope {__version__}"
+
+
+@pytest.mark.parametrize("name", ["", *COMMANDS])
+def test_no_help_text_is_cut_at_80_columns(name):
+    """At 80 columns rich cuts a word longer than its column with '…' (`lm-eval:TASK[,TASK...…`,
+    `(docs/reproduction.…`); every help reads whole."""
+    result = runner.invoke(app, [*([name] if name else []), "--help"], env=ENV | {"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0 and "…" not in ANSI.sub("", result.output), result.output
+
+
+def test_commands_are_listed_in_the_order_of_a_study_in_panels():
+    """`phasescope --help`: every command has a place in the workflow (a new one must be given
+    one), the panels come in the study's order, and each command's help is whole sentences
+    (the source's line breaks are not kept)."""
+    from phasescope.cli.app import ORDER, WORKFLOW
+
+    assert sorted(ORDER) == COMMANDS, "a command missing from cli.app.WORKFLOW is listed last, in no panel"
+    text = help_text()
+    positions = [text.index(f"─ {panel} ") for panel in WORKFLOW]
+    assert positions == sorted(positions)
+    listed = [line.split()[1] for line in text.splitlines() if re.match(r"│ [a-z][a-z-]* ", line)]
+    assert listed == ORDER
+    assert "(a step-4 compressed model," in text, "the demo's help is one paragraph, wrapped by rich"

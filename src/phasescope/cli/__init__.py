@@ -1,7 +1,7 @@
 """The ``phasescope`` command line. Commands import their heavy dependencies lazily; each module
-registers its commands on ``app`` when imported, in the order ``phasescope --help`` lists them."""
+registers its commands on ``app`` when imported (``phasescope --help`` lists them by
+``cli.app.WORKFLOW``)."""
 
-# the order commands are listed in `phasescope --help`
 from phasescope.cli import info, train, sweep, results, study, ablate  # noqa: F401, I001  (registers the commands)
 from phasescope.cli.app import app, console
 

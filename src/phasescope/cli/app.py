@@ -31,8 +31,21 @@ class Command(_PlainHelp, typer.core.TyperCommand):
     pass
 
 
+# `phasescope --help`: the commands grouped and in the order of a study (a new command gets a place)
+WORKFLOW = {
+    "Start here": ("demo",),
+    "Measure a model": ("sweep", "analyze", "report", "compare", "export"),
+    "Look inside a model": ("ablate", "preferences"),
+    "Train, reproduce, theory": ("train", "reproduce", "theory"),
+    "Reference": ("backends", "recipes", "schemes", "savings", "cache-demo"),
+}
+ORDER = [name for names in WORKFLOW.values() for name in names]
+PANEL = {name: panel for panel, names in WORKFLOW.items() for name in names}
+
+
 class Group(_PlainHelp, typer.core.TyperGroup):
-    pass
+    def list_commands(self, ctx) -> list[str]:
+        return sorted(super().list_commands(ctx), key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
 
 
 app = typer.Typer(
@@ -168,8 +181,22 @@ def guarded(command):
 
 
 def command(*args, **kwargs):
-    """``app.command`` behind the exception boundary."""
-    return lambda fn: app.command(*args, cls=Command, **kwargs)(guarded(fn))
+    """``app.command`` behind the exception boundary, in its ``WORKFLOW`` panel; its help is the
+    docstring with each paragraph on one line (rich wraps it to the terminal, rather than keeping
+    the source's line breaks)."""
+
+    def register(fn):
+        name = args[0] if args else kwargs.get("name") or fn.__name__.replace("_", "-")
+        kwargs.setdefault("rich_help_panel", PANEL.get(name))
+        kwargs.setdefault("help", paragraphs(fn.__doc__ or ""))
+        return app.command(*args, cls=Command, **kwargs)(guarded(fn))
+
+    return register
+
+
+def paragraphs(text: str) -> str:
+    """``text`` with the line breaks inside each paragraph (blank-line separated) removed."""
+    return "\n\n".join(" ".join(block.split()) for block in inspect.cleandoc(text).split("\n\n"))
 
 
 def with_options(table: dict[str, tuple[type, object]]):

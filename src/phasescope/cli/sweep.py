@@ -103,7 +103,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "kv-retrieval",
             metavar="PROBE",
             rich_help_panel="Probe",
-            help="What to score: kv-retrieval, padding-completion, prompts:FILE.jsonl or lm-eval:TASK[,TASK...]. "
+            help="What to score: kv-retrieval, padding-completion, prompts:FILE.jsonl or lm-eval:TASK (or "
+            "TASK,TASK,...). "
             'prompts: your own, one JSON object a line, {"prompt": ..., "candidates": [...], "target": i} or '
             '{"prompt": ..., "answer": ...}, padded at {pad} or at the start; lm-eval: lm-evaluation-harness tasks '
             "as lm-eval renders them (your YAML tasks: --include-path). See docs/sweeps.md.",
@@ -218,7 +219,7 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             metavar="",
             rich_help_panel="Run",
             help="Test-time remedy: score every prompt at `step` pad lengths (0..step-1 tokens after the first) and "
-            "average the predictions; `step` forward passes per prompt (docs/reproduction.md).",
+            "average the predictions; `step` forward passes per prompt (see reproduction.md in docs).",
         ),
     ),
     "ensemble_pad_id": (
