@@ -3,6 +3,8 @@ the typed sweep built from them (``sweep_specs``), and what it prints."""
 
 from __future__ import annotations
 
+import time
+
 import typer
 
 from phasescope.cli.app import command, console, with_options
@@ -287,9 +289,12 @@ def sweep(**given) -> None:
     from phasescope.api import prepare_sweep, run_prepared
 
     spec, run = sweep_specs(given)
+    start = time.perf_counter()
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
         prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
-    print_sweep(run_prepared(prepared, run, say=lambda text: console.print(text, highlight=False)), run)
+    console.print(f"geometry: {prepared.geometry.describe()}", highlight=False)  # before scoring: what phases mean
+    result = run_prepared(prepared, run, say=lambda text: console.print(text, highlight=False))
+    print_sweep(result, run, time.perf_counter() - start)
 
 
 def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
@@ -314,11 +319,10 @@ def completion_prompts(o: dict):
     return CompletionSpec.list_from_file(o["probe_file"]) if o["probe_file"] else None
 
 
-def print_sweep(result, run: RunOptions) -> None:
-    if result.geometry is not None:
-        console.print(f"geometry: {result.geometry.describe()}", highlight=False)
+def print_sweep(result, run: RunOptions, seconds: float) -> None:
+    """What the sweep did (``seconds``: the command's time after parsing, for the dry run's start-up)."""
     if result.plan is not None:
-        print_plan(result.plan)
+        print_plan(result.plan, seconds - result.plan.get("timing_seconds", 0.0))
         return
     if result.scored == 0:
         console.print(f"{run.out}: already complete ({len(result.records)} records); nothing to score")
@@ -326,11 +330,14 @@ def print_sweep(result, run: RunOptions) -> None:
         console.print(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
 
 
-def print_plan(plan: dict) -> None:
-    """The dry run: what scoring would cost, and how long it would take here (one batch timed)."""
+def print_plan(plan: dict, startup: float) -> None:
+    """The dry run: what scoring would cost, and how long the sweep would take here: the start-up
+    this dry run paid (loading the model, building and checking every content), which the sweep
+    pays again, and the scoring (one batch timed)."""
     from phasescope.reporting.text import duration
 
     plan = dict(plan)
+    plan.pop("timing_seconds", None)
     seconds, timed = plan.pop("estimated_seconds", None), plan.pop("timed_batch", None)
     why_not, design = plan.pop("not_timed", None), plan.pop("design", None)
     console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in plan.items()))
@@ -340,7 +347,14 @@ def print_plan(plan: dict) -> None:
             f"{design['period']}" + (f"; {design['advice']}" if design["advice"] else ""),
             highlight=False,
         )
+    start = f"{duration(startup)} to load the model and build and check every content (measured now)"
     if seconds is not None:
-        console.print(f"estimated time here: about {duration(seconds)} (one batch of {timed} records timed)")
-    elif why_not is not None:
+        console.print(
+            f"estimated time here: about {duration(startup + seconds)}: {start}, and {duration(seconds)} to score "
+            f"(one batch of {timed} records timed)",
+            highlight=False,
+        )
+    else:
+        console.print(f"start-up here: {start}", highlight=False)
+    if seconds is None and why_not is not None:
         console.print(f"not timed: {why_not}; time one record with --samples 1 --offsets 0:1 (without --dry-run)")

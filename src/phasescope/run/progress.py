@@ -35,6 +35,24 @@ def rate_column():
     return RateColumn()
 
 
+def eta_column():
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class EtaColumn(ProgressColumn):
+        """Time left from the mean rate since the bar started (rich's own column waits for a
+        rate over several updates: nothing for the first ~30 s of a sweep of slow batches)."""
+
+        def render(self, task) -> Text:
+            done = task.completed - task.fields.get("resumed_from", 0)
+            if not task.elapsed or done <= 0 or task.total is None:
+                return Text("estimating", style="progress.remaining")
+            seconds = int(round((task.total - task.completed) * task.elapsed / done))
+            return Text(f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}", style="progress.remaining")
+
+    return EtaColumn()
+
+
 def scoring_bar(enabled: bool, total: int, completed: int):
     if not enabled:
         return None
@@ -45,7 +63,6 @@ def scoring_bar(enabled: bool, total: int, completed: int):
         TaskProgressColumn,
         TextColumn,
         TimeElapsedColumn,
-        TimeRemainingColumn,
     )
 
     bar = Progress(
@@ -57,9 +74,9 @@ def scoring_bar(enabled: bool, total: int, completed: int):
         rate_column(),
         TimeElapsedColumn(),
         TextColumn("elapsed,"),
-        TimeRemainingColumn(),
+        eta_column(),
         TextColumn("left"),
     )
-    bar.add_task("records", total=total, completed=completed)
+    bar.add_task("records", total=total, completed=completed, resumed_from=completed)  # not counted in the rate
     bar.start()
     return bar
