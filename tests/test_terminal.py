@@ -67,3 +67,21 @@ def test_small_probabilities_are_written_in_scientific_notation_not_as_zero():
     assert probability(3.24e-06) == "3.24e-06" and probability(0.4567) == "0.457"
     assert probability(0.0) == "0.000" and probability(None) == "not estimable"
     assert probability_interval((1e-6, 0.2)) == " [1.00e-06, 0.200]" and probability_interval((None, None)) == ""
+
+
+def test_lm_eval_task_tables_keep_metric_names_whole_at_80_columns():
+    """At 80 columns a task's table wraps each value's interval below it and never cuts a metric
+    name (`exact_m…` twice, before)."""
+    from rich.console import Console
+
+    from phasescope.reporting.terminal import task_tables
+
+    phases = [{"phase": p, "value": 0.5 + 0.01 * p, "ci": [0.41, 0.62]} for p in range(4)]
+    metric = {"phases": phases, "gap_raw_pp": 3.0}
+    per_task = {"ps_capitals": {"acc": metric | {"offset_0": 0.5}, "exact_match": metric | {"offset_0": 0.25}}}
+    console = Console(width=80, record=True)
+    for table in task_tables(per_task):
+        console.print(table)
+    text = console.export_text()
+    assert "…" not in text and text.count("exact_match") == 1 and "0.620]" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -95,8 +95,10 @@ def task_tables(per_task: dict) -> list[Table]:
     out = []
     for title, head, rows in task_metric_tables(per_task):
         table = Table(title=title)
-        for column in head:
-            table.add_column(column, justify="right")
+        names = max(len(row[0]) for row in rows) if rows else 0
+        table.add_column(head[0], justify="left", no_wrap=True, min_width=names)  # exact_match whole, never exact_m…
+        for column in head[1:]:
+            table.add_column(column, justify="right", overflow="fold")  # a value and its interval wrap at 80 columns
         for row in rows:
             table.add_row(*row)
         out.append(table)
