@@ -241,3 +241,19 @@ def test_documents_of_their_own_lengths_get_a_tested_verdict(setup, tmp_path, mo
     assert len(starts) >= 3 and len(run.records) == 24 * 24
     verdict = phasescope.analyze(tmp_path, n_resamples=499).verdict
     assert verdict.p_value is not None and verdict.effect_ci is not None and "not tested" not in verdict.sentence
+
+
+def test_loading_and_rendering_tasks_draws_no_progress_bars(tmp_path, monkeypatch, capfd):
+    """datasets' "Generating test split" and lm-eval's per-task bar littered a sweep's output;
+    they are off while tasks load and render, and datasets' bars are on again after."""
+    import datasets
+
+    from phasescope.probes.lm_eval_tasks import documents, load_tasks
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # a first load generates splits
+    monkeypatch.chdir(ROOT)
+    for task in load_tasks(["ps_capitals"], TASKS).values():
+        assert documents(task)
+    err = capfd.readouterr().err
+    assert "it/s" not in err and "examples/s" not in err, err
+    assert datasets.is_progress_bar_enabled()

@@ -30,6 +30,7 @@ winogrande), images/audio and sampled generation are refused with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,9 +98,28 @@ def load_tasks(names: list[str], include_path: str | None) -> dict:
             "DIR holding your task's YAML"
         )
     try:
-        return manager.load(names)["tasks"]
+        with quiet_bars():
+            return manager.load(names)["tasks"]
     except Exception as err:  # a task lm-eval cannot build (its dataset, its YAML): say so, no traceback
         raise ProbeError(f"lm-eval could not build {names}: {type(err).__name__}: {err}") from None
+
+
+@contextlib.contextmanager
+def quiet_bars():
+    """datasets' and lm-eval's progress bars off while tasks load and render (a sweep draws its
+    own; theirs littered its output with "Generating test split" and a bar per task)."""
+    import datasets
+    import lm_eval.api.task as task_module
+
+    was_on, bar = datasets.is_progress_bar_enabled(), task_module.tqdm
+    datasets.disable_progress_bars()
+    task_module.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        task_module.tqdm = bar
+        if was_on:
+            datasets.enable_progress_bars()
 
 
 def documents(task) -> list[Document]:
@@ -123,7 +143,8 @@ def documents(task) -> list[Document]:
     if task.get_config("num_fewshot") is None:  # as lm_eval.simple_evaluate
         task.set_config(key="num_fewshot", value=0)
     task.set_fewshot_seed(seed=FEWSHOT_SEED)
-    task.build_all_requests(rank=0, world_size=1)
+    with quiet_bars():
+        task.build_all_requests(rank=0, world_size=1)
     by_doc: dict[int, list] = {}
     for inst in task.instances:
         by_doc.setdefault(inst.doc_id, []).append(inst)
