@@ -168,4 +168,9 @@ def test_pages_open_with_the_verdicts_and_fit_a_narrow_screen(runs, tmp_path):
     assert '<meta name="viewport"' in text and "white-space:pre-wrap" in text and "img{max-width:100%" in text
     assert text.index('class="verdict"><b>four:</b>') < text.index("<h2>Runs</h2>")
     report = phasescope.report(runs[0]).read_text()
-    assert '<meta name="viewport"' in report and "None" not in report.split("<h2>Spec</h2>")[0]
+    assert '<meta name="viewport"' in report and "None" not in report.split("<details>")[0]
+    # the spec as a short table, spec.json folded below it; the statistics' words under Method
+    swept = report.split("<h2>What was swept</h2>")[1].split("<details>")[0]
+    assert "<td>offsets</td>" in swept and "<td>geometry</td>" in swept and "step 4" in swept
+    assert "<summary>spec.json, every field</summary>" in report and '"schema"' not in report.split("<details>")[0]
+    assert report.index("<h2>Method</h2>") > report.index('class="verdict"') and "drift-adjusted" in report

@@ -194,3 +194,28 @@ def test_a_file_of_another_shape_is_a_note_not_a_failed_report(run):
     page = phasescope.report(run).read_text()
     assert "does not have the shape `phasescope ablate` writes (ValueError: missing heads, baseline" in page
     assert "ablation of 0 heads" not in page
+
+
+def test_the_spec_table_reads_any_spec_json():
+    """report.html's "What was swept": the rows a spec.json supports, old layouts included."""
+    from phasescope.reporting.spec_table import spec_rows
+
+    assert spec_rows({}) == [("model", "not recorded")]  # records adopted or made by hand
+    old = {"probe": {"probe": "kv-retrieval"}, "offsets": [0, 1, 2, 3, 5], "samples": 8, "seed": 2, "step": 4}
+    rows = dict(spec_rows(old | {"window": 4, "align": 0}))
+    assert rows["probe"] == "kv-retrieval" and rows["offsets"] == "0,1,2,3,5 (5 offsets)"
+    assert rows["contents"] == "8 (seed 2)" and rows["geometry"].startswith(
+        "step 4, window 4, align 0, raw window L unknown"
+    )
+    sweep = {
+        "model": "hf:m",
+        "probe": {"name": "prompts:p.jsonl", "filler": None, "chat_template": True},
+        "backend": {"dtype": "bfloat16", "compress": "mean:s=4", "tokenizer": None},
+        "remedies": {"phase_ensemble": True, "ensemble_pad_id": 7},
+    }
+    rows = dict(spec_rows({"sweep": sweep}))
+    assert rows["model"] == "hf:m" and rows["probe"] == "prompts:p.jsonl (chat_template True)"
+    assert (
+        rows["model options"] == "dtype bfloat16, compress mean:s=4"
+        and rows["remedy"] == "phase ensemble (pad token 7)"
+    )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
+from phasescope.reporting.spec_table import spec_rows
 from phasescope.reporting.text import (
     dependence_line,
     detected_worst,
@@ -114,6 +115,19 @@ def _summary(metrics: Metrics) -> str:
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 
+METHOD = """<p>Each <i>content</i> (one needle, document or prompt) is placed at every offset, so its answer
+takes every phase; contents are the independent units, and every interval is a 95% interval that
+treats the records of one content as one unit (a wild bootstrap over contents, which stays
+honest with a few dozen of them). Accuracy often drifts with the offset itself (a longer prompt,
+a needle further away): the <i>drift-adjusted</i> numbers remove a smooth curve over offsets,
+chosen from the data and checked, before the phases are compared, so a drift cannot pass for a
+phase effect. The <i>gap</i> is the best minus the worst phase after that adjustment, corrected
+for the upward bias a maximum minus a minimum has; the raw max-min is shown beside it. The
+<i>period</i> test asks whether accuracy repeats over offsets with some period and which one
+(the step's, or another); a verdict claims only what passes at one alpha over the tests it
+reads. Details and the calibration that backs them: docs/sweeps.md, "Statistics".</p>"""
+
+
 def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
     figures = "".join(images)
     command = RunDir(run_dir).read_manifest().get("command")
@@ -126,7 +140,9 @@ def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str
 {_task_tables(metrics)}
 {_probability_table(metrics)}
 <h2>Figures</h2>{figures}{optional_sections(run_dir)}
-<h2>Spec</h2><pre>{html.escape(json.dumps(spec, indent=2))}</pre>
+<h2>Method</h2>{METHOD}
+<h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec)])}
+<details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec, indent=2))}</pre></details>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>
 </body></html>
 """
