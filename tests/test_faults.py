@@ -807,3 +807,13 @@ def test_log_samples_writes_each_records_prompt_and_export_joins_them(tmp_path, 
     assert cli("export", str(run)).exit_code == 0  # a kv-retrieval run has no lm-eval task metrics: no such file
     assert sorted(p.name for p in (run / "export").iterdir()) == ["offsets.csv", "phases.csv", "records.csv"]
     assert np.array_equal(json.loads(table["prompt_ids"].iloc[0]), first["prompt_ids"])
+
+
+def test_load_run_gives_missing_numbers_as_nan_in_float_columns(swept):
+    """A per-phase interval withheld (4 contents) is NaN in a float column, not None in an
+    object column pandas cannot average or plot."""
+    from phasescope.export import load_run
+
+    phases = load_run(swept).phases
+    assert phases["ci_low"].dtype == float and phases["ci_low"].isna().all() and phases["accuracy"].dtype == float
+    assert phases["ci_low"].mean() != phases["ci_low"].mean()  # NaN, computed without a TypeError

@@ -81,11 +81,25 @@ def load_run(run_dir) -> RunTables:
     if samples := logged_samples(run_dir):  # sweep --log-samples: what each record was scored on
         rows = [row | _sample_columns(samples.get(r.key)) for row, r in zip(rows, records, strict=True)]
     return RunTables(
-        records=pd.DataFrame(rows),
-        phases=pd.DataFrame([{k: _cell(v) for k, v in vars(row).items()} for row in metrics.phases]),
+        records=_numeric(pd.DataFrame(rows)),
+        phases=_numeric(pd.DataFrame([{k: _cell(v) for k, v in vars(row).items()} for row in metrics.phases])),
         offsets=offsets,
-        task_metrics=pd.DataFrame(task_metric_rows(metrics.task_metrics or {}), columns=TASK_COLUMNS),
+        task_metrics=_numeric(pd.DataFrame(task_metric_rows(metrics.task_metrics or {}), columns=TASK_COLUMNS)),
     )
+
+
+def _numeric(frame):
+    """Columns of numbers with gaps as float columns with NaN (a None made them object columns,
+    which pandas cannot average or plot)."""
+    import numbers
+
+    for name in frame.columns:
+        values = frame[name]
+        present = values.dropna()
+        if values.dtype == object and len(present) < len(values):
+            if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in present):
+                frame[name] = values.astype(float)
+    return frame
 
 
 def logged_samples(run_dir) -> dict:
