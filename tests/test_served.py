@@ -229,6 +229,8 @@ def test_multi_token_candidates_are_scored_without_echo_and_equal_hf_records(ser
     )
     for a, b in zip(remote, local, strict=True):
         assert a.correct == b.correct and a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    plan = phasescope.sweep(f"openai:{server.url}#tiny", probe, options=options(directory), dry_run=True, **kw).plan
+    assert plan["requests"] == prefixes  # the dry run counts what the sweep then sent, not one per sequence
 
 
 def test_a_server_without_return_token_ids_is_read_through_the_echo(served):

@@ -71,9 +71,10 @@ class Backend:
         """One result per item, in order (see the module docstring)."""
         raise NotImplementedError
 
-    def cost(self, records: int, sequences: int, candidates: int) -> dict:
+    def cost(self, records: int, sequences: int, candidates: int, prefixes: int = 0) -> dict:
         """What scoring costs, for --dry-run: ``sequences`` = records (single-token candidates) or
-        ``candidates`` ((item, candidate) pairs)."""
+        ``candidates`` ((item, candidate) pairs); ``prefixes``: distinct candidate prefixes over
+        items (what a served model is asked without echo)."""
         return {"forward_passes": -(-sequences // self.plan.batch_size)}
 
     @property

@@ -70,7 +70,7 @@ class LogitsBackend(Backend):
         by_key = {item_key(it): r for it, r in zip(ordered, results, strict=True)}
         return [by_key[item_key(it)] for it in items]
 
-    def cost(self, records: int, sequences: int, candidates: int) -> dict:
+    def cost(self, records: int, sequences: int, candidates: int, prefixes: int = 0) -> dict:
         if self.reuses_cache():  # one pass per record at most: a content's shared prefix is read once
             return {"forward_passes_at_most": records}
         return super().cost(records, sequences, candidates)

@@ -122,9 +122,11 @@ class ServedModel(Backend):
             return {}
         return data if isinstance(data, dict) else {}
 
-    def cost(self, records: int, sequences: int, candidates: int) -> dict:
-        """One request per item with logprob_token_ids (single-token candidates), else per candidate."""
-        return {"requests": sequences, "requests_without_logprob_token_ids": candidates}
+    def cost(self, records: int, sequences: int, candidates: int, prefixes: int = 0) -> dict:
+        """Without echo (the path a server with logprob_token_ids and return_token_ids gets): one
+        request per distinct candidate prefix of each item, so one per item when every candidate
+        is one token; the echo fallback for a server without logprob_token_ids: one per candidate."""
+        return {"requests": prefixes or sequences, "requests_without_logprob_token_ids": candidates}
 
     @property
     def scoring_path(self) -> str:

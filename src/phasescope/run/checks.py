@@ -46,6 +46,7 @@ class SweepChecks:
         self.single = True
         self.longest = 0
         self.prompt_tokens = self.candidate_tokens = self.n_candidates = 0
+        self.prefixes = 0  # distinct candidate prefixes over items: a served model's requests without echo
 
     def add(self, items: list[ProbeItem]) -> None:
         check_needle_placement(items, self.local, self.window)
@@ -71,6 +72,7 @@ class SweepChecks:
             self.prompt_tokens += len(item.input_ids)
             self.candidate_tokens += len(item.input_ids) * len(lengths) + sum(lengths)
             self.n_candidates += len(lengths)
+            self.prefixes += len({tuple(c[:j]) for c in item.candidates.values() for j in range(len(c))})
             self._check_length(item, len(item.input_ids) + max(lengths))
             self._check_vocab(item)
 
@@ -107,6 +109,6 @@ class SweepChecks:
         """What scoring costs: records, forward passes or server requests, tokens."""
         records = len(self.keys)
         sequences = records if self.single else self.n_candidates
-        cost = model.cost(records, sequences, self.n_candidates)
+        cost = model.cost(records, sequences, self.n_candidates, self.prefixes)
         tokens = self.prompt_tokens if self.single or model.reuses_cache() else self.candidate_tokens
         return {"records": records, **cost, "prompt_tokens": tokens, "longest_sequence": self.longest}
