@@ -67,6 +67,11 @@ def unused_flags(own: type, given: dict, declared: dict[str, Field]) -> str:
     return ", ".join(given_flag(declared[n], given[n]) for n in unused)
 
 
+def drop(flags: str) -> str:
+    """The advice that ends a refusal of ``unused_flags``' flags."""
+    return "drop them" if "," in flags else "drop it"
+
+
 @dataclass(frozen=True)
 class Options:
     """The base of every ``Options``: lists become tuples and paths text (so options from Python

@@ -24,7 +24,7 @@ from types import ModuleType
 
 from phasescope.backends.options import BackendOptions, CallableOptions
 from phasescope.errors import InputError
-from phasescope.options import declared_in, unused_flags
+from phasescope.options import declared_in, drop, unused_flags
 
 BACKENDS: dict[str, str] = {
     "hf": "phasescope.backends.hf",
@@ -88,7 +88,7 @@ def backend_options(name: str, given: dict, base: BackendOptions | None = None) 
         )
     unused = unused_flags(cls, given, declared_options())
     if unused:
-        raise InputError(f"{unused}: not an option of {_described(name)}; drop {'them' if ',' in unused else 'it'}")
+        raise InputError(f"{unused}: not an option of {_described(name)}; {drop(unused)}")
     own = {f.name for f in fields(cls)}
     kept = {f.name: getattr(base, f.name) for f in fields(cls)} if base is not None else {}
     return cls(**kept | {n: v for n, v in given.items() if n in own})
@@ -113,28 +113,29 @@ def resolve_model(model, options: BackendOptions | None = None):
     """A backend for: a spec string (see `phasescope backends`), a phasescope ``Decoder``, a
     transformers ``PreTrainedModel``, or any callable ``input_ids -> logits``."""
     from phasescope.backends.base import Backend
-    from phasescope.backends.logits import from_callable
-    from phasescope.backends.native_model import from_decoder
-    from phasescope.model.decoder import Decoder
 
     if isinstance(model, Backend):
         return model
     if isinstance(model, (str, Path)):
         return load_spec(str(model), options)
-    if isinstance(model, Decoder):
-        options = backend_options("phasescope", {}, options)
+    if not callable(model):  # a Decoder and a transformers model are callable too
+        raise InputError(
+            f"model must be a spec string, a Decoder, a transformers model or a callable input_ids -> logits; "
+            f"got {type(model)}"
+        )
+    name = model_kind(model)
+    options = backend_options(name, {}, options)  # the kind's options, another kind's refused
+    if name == "phasescope":
+        from phasescope.backends.native_model import from_decoder
+
         return from_decoder(model, description="in-memory phasescope Decoder", options=options)
-    if hasattr(model, "config") and hasattr(model, "generate") and callable(model):
+    if name == "hf":
         from phasescope.backends.hf_model import from_pretrained_model
 
-        return from_pretrained_model(model, backend_options("hf", {}, options))
-    if callable(model):
-        backend_options("python", {}, options)
-        return from_callable(model)
-    raise InputError(
-        f"model must be a spec string, a Decoder, a transformers model or a callable input_ids -> logits; "
-        f"got {type(model)}"
-    )
+        return from_pretrained_model(model, options)
+    from phasescope.backends.logits import from_callable
+
+    return from_callable(model)
 
 
 def __getattr__(name: str):

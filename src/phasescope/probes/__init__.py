@@ -13,7 +13,7 @@ import importlib
 from dataclasses import Field, fields, replace
 from types import ModuleType
 
-from phasescope.options import declared_in, unused_flags
+from phasescope.options import declared_in, drop, unused_flags
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
 from phasescope.probes.kv_retrieval import KVRetrievalProbe, KVRetrievalSpec
 from phasescope.probes.options import NoOptions, ProbeOptions
@@ -62,13 +62,9 @@ def probe_spec(name: str, given: dict) -> ProbeSpec:
     cls = options_class(probe_module(name))
     unused = unused_flags(cls, given, declared_options())
     if unused:
-        raise ProbeError(f"{unused}: not used by the {ProbeSpec(name).kind} probe; drop {_it_or_them(unused)}")
+        raise ProbeError(f"{unused}: not used by the {ProbeSpec(name).kind} probe; {drop(unused)}")
     own = {f.name for f in fields(cls)}
     return ProbeSpec(name, cls(**{n: v for n, v in given.items() if n in own}))
-
-
-def _it_or_them(flags: str) -> str:
-    return "them" if "," in flags else "it"
 
 
 def build_probe(ctx: ProbeContext) -> Probe:

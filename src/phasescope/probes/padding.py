@@ -55,12 +55,11 @@ def shapes(unit: str, most_units: int, single_run: bool = False) -> list[list[tu
     is often one token); k units each with a space before, or after. ``single_run``: the run only.
     """
     runs = [[unit * k for k in range(most_units + 1)]]
-    if single_run:
-        return [[(text, len(text) // len(unit)) for text in runs[0]]]
     lines = [["\n".join([unit * m] * k) for k in range(most_units // m + 1)] for m in range(1, 9)]
     spaced = [[piece * k for k in range(most_units + 1)] for piece in (" " + unit, unit + " ")]
     # units counted in the text inserted: a newline unit's joining newlines are units too
-    return [[(text, text.count(unit)) for text in shape] for shape in runs + lines + spaced]
+    counted = [[(text, text.count(unit)) for text in shape] for shape in runs + lines + spaced]
+    return counted[:1] if single_run else counted
 
 
 def _is_space(decode: Callable[[list[int]], str] | None, token: int) -> bool:
