@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from phasescope.cli.app import command, console, with_options
+from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.options import STEP
 from phasescope.cli.results import report_hint
 from phasescope.cli.sweep import backend_option, parse_offsets, probe_option
@@ -142,7 +142,7 @@ def ablate(**given) -> None:
     print_ablation(result)
     if given["out"]:
         write_section(given["out"], "ablation.json", result)
-        console.print(f"wrote {given['out']}/ablation.json")
+        say_path(f"wrote {given['out']}/ablation.json")
         report_hint(given["out"])
 
 

@@ -118,6 +118,12 @@ def _one_line_parser_error(err) -> None:
 rich_utils.rich_format_error = _one_line_parser_error  # typer calls it for every click usage error
 
 
+def say_path(line: str) -> None:
+    """A line that names a file or directory, never wrapped: rich would break a long path mid-name
+    (``.../run/met`` ``rics.json``), which no longer copies and pastes."""
+    console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
 def fail(message: str) -> None:
     """Print a user-facing error and exit with status 2 (no traceback)."""
     # piped into a log an error stays one line (rich would wrap it at 80 columns mid-sentence)

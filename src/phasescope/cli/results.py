@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from phasescope.cli.app import command, console
+from phasescope.cli.app import command, console, say_path
 from phasescope.rundir import RunDir
 
 
@@ -30,7 +30,7 @@ def analyze(
 
     for table in task_tables(metrics.task_metrics or {}):
         console.print(table)
-    console.print(f"wrote {RunDir(run_dir).metrics}", highlight=False)
+    say_path(f"wrote {RunDir(run_dir).metrics}")
 
 
 @command()
@@ -54,7 +54,7 @@ def export(
     from phasescope.export import export as run
 
     for path in run(run_dir, format, out):
-        console.print(f"wrote {path}")
+        say_path(f"wrote {path}")
 
 
 def print_metrics(metrics, title: str) -> None:
@@ -78,7 +78,7 @@ def report(
 
     with console.status(f"drawing the figures and report of {run_dir}"):
         path = run(run_dir)
-    console.print(f"report: {path}")
+    say_path(f"report: {path}")
 
 
 def report_hint(out: str) -> None:
@@ -118,4 +118,4 @@ def compare(
         console.print(f"note: {line}", highlight=False)
     if len(compared) == 1:
         console.print("note: one run, nothing to compare it with (compare is meant for two or more)")
-    console.print(f"compare: {path}")
+    say_path(f"compare: {path}")

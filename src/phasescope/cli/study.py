@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from phasescope.cli.app import command, console
+from phasescope.cli.app import command, console, say_path
 from phasescope.cli.results import report_hint
 from phasescope.errors import InputError
 from phasescope.rundir import RunDir
@@ -47,7 +47,7 @@ def reproduce(
     )
     for name, v in result["verdicts"].items():
         console.print(f"{name}: [bold]{v['verdict']}[/] — {v['claim']}")
-    console.print(f"wrote {out}/RESULTS.md, {out}/results.csv")
+    say_path(f"wrote {out}/RESULTS.md, {out}/results.csv")
 
 
 def _setting_status(status, starts: int, began: float):
@@ -121,7 +121,7 @@ def theory(
 
         write_section(out, "theory.json", result)
         write_figures(result, Path(out))
-        console.print(f"wrote {out}/theory.json and {out}/theory_*.png")
+        say_path(f"wrote {out}/theory.json and {out}/theory_*.png")
         report_hint(out)
     console.print(f"{time.perf_counter() - began:.1f} s")
 
@@ -180,7 +180,7 @@ def preferences(
 
         write_section(out, "preferences.json", prefs)
         write_figure(prefs, Path(out) / "preferences.png", comparison)
-        console.print(f"wrote {out}/preferences.json and {out}/preferences.png")
+        say_path(f"wrote {out}/preferences.json and {out}/preferences.png")
         report_hint(out)
 
 

@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from phasescope.cli.app import command, console, with_options
+from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.options import STEP
 from phasescope.specs import RunOptions, SweepSpec
 
@@ -327,7 +327,7 @@ def print_sweep(result, run: RunOptions, seconds: float) -> None:
     if result.scored == 0:
         console.print(f"{run.out}: already complete ({len(result.records)} records); nothing to score")
     else:
-        console.print(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
+        say_path(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
 
 
 def print_plan(plan: dict, startup: float) -> None:

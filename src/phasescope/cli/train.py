@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from phasescope.cli.app import command, console
+from phasescope.cli.app import command, console, say_path
 
 
 @command()
@@ -54,9 +54,9 @@ def train(
     phases = "  ".join(f"{p}:{a:.0%}" for p, a in enumerate(result["eval_accuracy_by_phase"]))
     console.print(
         f"{cfg.name}: held-out retrieval accuracy {result['eval_accuracy']:.1%} "
-        f"(loss {result['eval_loss']:.3f}); by phase mod {result['phase_step']}: {phases}\n"
-        f"run directory: {run_dir}"
+        f"(loss {result['eval_loss']:.3f}); by phase mod {result['phase_step']}: {phases}"
     )
+    say_path(f"run directory: {run_dir}")
 
 
 def print_estimate(cfg) -> None:
