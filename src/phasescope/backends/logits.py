@@ -91,5 +91,17 @@ def from_callable(
     geometry = ModelGeometry(step, window, align, local, "the callable's arguments") if step else ModelGeometry()
     if not step and local is not None:
         geometry = ModelGeometry(local=local, source="the callable's arguments")
-    info = ModelInfo(vocab_size=vocab_size, geometry=geometry, description=repr(fn)[:80], callable_only=True)
+    info = ModelInfo(vocab_size=vocab_size, geometry=geometry, description=callable_name(fn), callable_only=True)
     return LogitsBackend(info, fn, module=fn if isinstance(fn, torch.nn.Module) else None)
+
+
+def callable_name(fn) -> str:
+    """How reports name a callable: ``module.name`` of a function or class (an object's default
+    repr carries its memory address, different in every run; a module's is its whole architecture),
+    its own repr where its class wrote one."""
+    if hasattr(fn, "__qualname__"):
+        return f"{fn.__module__}.{fn.__qualname__}"
+    cls = type(fn)
+    if cls.__repr__ is object.__repr__ or isinstance(fn, torch.nn.Module):
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return repr(fn)[:80]

@@ -108,8 +108,6 @@ def _summary(metrics: Metrics) -> str:
         f"({metrics.n_contents} contents x {len(metrics.offsets)} offsets)",
         gap_line(metrics),
         period_line(metrics),
-        f"model: {metrics.model}"
-        + (f" (drift over offsets fitted as a degree-{metrics.trend_degree} curve)" if metrics.trend_degree else ""),
     ]
     lines += [line for line in (dependence_line(metrics), window_line(metrics)) if line]
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
@@ -128,6 +126,12 @@ for the upward bias a maximum minus a minimum has; the raw max-min is shown besi
 reads. Details and the calibration that backs them: docs/sweeps.md, "Statistics".</p>"""
 
 
+def _fit(metrics: Metrics) -> str:
+    """The statistical model of this run, in the statistician's terms (under Method, not at the top)."""
+    drift = f" Drift over offsets was fitted as a degree-{metrics.trend_degree} curve." if metrics.trend_degree else ""
+    return f"<p>This run's fit: {html.escape(metrics.model)}.{drift}</p>"
+
+
 def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
     figures = "".join(images)
     command = RunDir(run_dir).read_manifest().get("command")
@@ -140,7 +144,7 @@ def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str
 {_task_tables(metrics)}
 {_probability_table(metrics)}
 <h2>Figures</h2>{figures}{optional_sections(run_dir)}
-<h2>Method</h2>{METHOD}
+<h2>Method</h2>{METHOD}{_fit(metrics)}
 <h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec)])}
 <details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec, indent=2))}</pre></details>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>

@@ -202,6 +202,7 @@ def duration(seconds: float) -> str:
 
 PAGE_STYLE = (  # report.html and compare.html: readable from 400 px (tables scroll, figures scale, commands wrap)
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 8px}"
+    "p,li,code,summary{overflow-wrap:anywhere}"  # a long path or command breaks anywhere rather than stick out
     "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
     "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     "figure{display:inline-block;margin:4px;max-width:100%}"
