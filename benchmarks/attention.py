@@ -8,9 +8,11 @@ projections: pooling, RoPE of entries, the joint softmax; for full attention tor
 The baseline is the same layer with full attention (torch's fused SDPA kernel), measured in
 the same run; every number is reported as a ratio against it. Peak memory is the rise of
 the process's max RSS during the whole-layer forwards (input and weights already there),
-measured in a fresh subprocess per configuration. Prefill runs under no_grad, as scoring
-does: the compressed layer then reads inputs longer than ``Attention.prefill_chunk`` in
-chunks through its cache; the attention-only timing runs on the whole sequence at once.
+measured in a fresh subprocess per configuration in which glibc returns every large block when
+freed (``LIVE_PEAK_ENV``: the peak of live memory); times come from another subprocess.
+Prefill runs under no_grad, as scoring does: the compressed layer then reads inputs longer
+than ``Attention.chunked_from`` in chunks through its cache (two at least, of at most
+``Attention.prefill_chunk``); the attention-only timing runs on the whole sequence at once.
 Decode caches are built directly at the target length (a real prefill at 128K would take
 hours with full attention on a CPU); a step includes appending to the cache, timed after
 one warm-up step.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import time
@@ -87,14 +90,34 @@ def _prefill_child(scheme_dict: dict, n_tokens: int, repeats: int, queue) -> Non
     queue.put((statistics.median(layer_times), statistics.median(core_times), peak_kib))
 
 
-def prefill(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple[float, float]:
+# In the memory child, glibc maps every allocation above 64 KiB on its own and returns it when
+# freed: the max-RSS rise is then the peak of live memory, not of what the allocator kept
+# (without it the same configuration read 24-34 MiB at 1K from run to run). Timings come from a
+# child without it (it makes allocations dearer).
+LIVE_PEAK_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+
+
+def _run_child(scheme: CompressionConfig, n_tokens: int, repeats: int, env: dict[str, str]) -> tuple:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_prefill_child, args=(scheme.to_dict(), n_tokens, repeats, queue))
-    proc.start()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # a spawned child takes the environment at its start
+    try:
+        proc = ctx.Process(target=_prefill_child, args=(scheme.to_dict(), n_tokens, repeats, queue))
+        proc.start()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     result = queue.get()
     proc.join()
     return result
+
+
+def prefill(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple[float, float, int]:
+    """(layer s, attention-only s, peak KiB): times from one child, the live peak from another."""
+    layer_s, core_s, _ = _run_child(scheme, n_tokens, repeats, {})
+    _, _, peak_kib = _run_child(scheme, n_tokens, 1, LIVE_PEAK_ENV)
+    return layer_s, core_s, peak_kib
 
 
 def synthetic_cache(attn, scheme: CompressionConfig, n_tokens: int) -> KVCache:

@@ -129,3 +129,42 @@ def test_fast_path_keeps_its_query_blocks_at_the_flash_kernels_efficient_size():
     assert _bulk_queries(block=256, bulk_rows=1024, group=1) == 1024
     assert _bulk_queries(block=256, bulk_rows=1024, group=4) == 256
     assert _bulk_queries(block=128, bulk_rows=1000, group=3) == 384
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("with_sink", [False, True])
+@pytest.mark.parametrize("local", [1, 3, 16])
+def test_the_decode_step_path_equals_the_masked_path(strict, with_sink, local):
+    """A one-query step (``_decode_attention``: entries found by binary search, read in place with
+    the raw band, one softmax with the sink) equals the general masked path, with entries that
+    end at, before and after the query, a raw band shorter and longer than the cache, GQA, B = 2."""
+    import phasescope.kv.attention as attention
+    from phasescope.kv import KVView
+
+    torch.manual_seed(3)
+    b, h, hk, d, n_raw, raw_start, q_start = 2, 4, 2, 8, 6, 34, 39
+    ends = torch.tensor([3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43])[None].expand(hk, -1)  # 39: the query's own
+    kv = KVView(
+        raw_k=torch.randn(b, hk, n_raw, d, dtype=torch.float64),
+        raw_v=torch.randn(b, hk, n_raw, d, dtype=torch.float64),
+        raw_start=raw_start,
+        comp_k=torch.randn(b, hk, ends.shape[1], d, dtype=torch.float64),
+        comp_v=torch.randn(b, hk, ends.shape[1], d, dtype=torch.float64),
+        comp_end=ends,
+    )
+    q = torch.randn(b, h, 1, d, dtype=torch.float64)
+    sink = torch.randn(h, dtype=torch.float64) if with_sink else None
+    assert attention._is_prefix_decode(kv, local, None)
+    fast = attention._decode_attention(q, q_start, kv, local, strict, sink)
+    segments = attention._block_segments(kv, q_start, q_start + 1, local, strict, q, None)
+    torch.testing.assert_close(fast, attention._segmented_attention(q, segments, sink), rtol=1e-12, atol=1e-12)
+
+
+def test_staggered_heads_take_the_masked_path_in_a_decode_step():
+    from phasescope.kv import KVView
+    from phasescope.kv.attention import _is_prefix_decode
+
+    ends = torch.tensor([[3, 7, 11], [1, 5, 9]])
+    kv = KVView(raw_k=torch.zeros(1, 2, 4, 8), raw_v=torch.zeros(1, 2, 4, 8), raw_start=0, comp_end=ends)
+    assert not _is_prefix_decode(kv, 4, None)
+    assert not _is_prefix_decode(kv, 0, None) and not _is_prefix_decode(kv, None, None)

@@ -157,6 +157,35 @@ def test_chunked_inference_prefill_then_decode_equals_parallel_forward(name):
     torch.testing.assert_close(torch.cat(steps, dim=1), parallel, rtol=1e-9, atol=1e-9)
 
 
+def test_an_inference_prefill_longer_than_chunked_from_is_read_in_two_halves(monkeypatch):
+    """Past ``chunked_from`` tokens an inference prefill is read in two chunks at least (its
+    whole-input temporaries then exist for half the input: under full attention's memory from
+    1K tokens on, docs/performance.md), of at most ``prefill_chunk``; the output is the same."""
+    from phasescope.model.decoder import Attention
+
+    model = tiny_model(SCHEME_CASES["scalar_gate-s4w4"], token_shift=True)
+    ids = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(8))
+    parallel = model(ids)  # with gradients: one piece
+    read = []
+    whole = Attention._forward_whole
+    monkeypatch.setattr(Attention, "_forward_whole", lambda self, x, *a: read.append(x.shape[1]) or whole(self, x, *a))
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        attn.chunked_from = T  # not longer: one piece
+        model.blocks[0](model.embed_tokens(ids, None), 0, None)
+        attn.chunked_from = T - 1
+        model.blocks[0](model.embed_tokens(ids, None), 0, None)
+        attn.prefill_chunk = 7
+        model.blocks[0](model.embed_tokens(ids, None), 0, None)
+        for block in model.blocks:
+            block.attn.chunked_from = 8
+        chunked = model(ids)
+    assert (
+        read[:1] == [T] and read[1:3] == [-(-T // 2), T // 2] and read[3 : 3 + -(-T // 7)] == [7] * (T // 7) + [T % 7]
+    )
+    torch.testing.assert_close(chunked, parallel, rtol=1e-9, atol=1e-9)
+
+
 def test_logits_at_selected_positions_equal_those_of_all_positions():
     model = tiny_model(SCHEME_CASES["scalar_gate-s4w4"], token_shift=True)
     ids = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(9))

@@ -59,6 +59,8 @@ def joint_attention(
     share one unmasked call over the entries they all see (see ``_split_attention``).
     """
     t = q.shape[2]
+    if t == 1 and _is_prefix_decode(kv, local, select):
+        return _decode_attention(q, q_start, kv, local, strict, sink)
     if t > SMALL_BLOCK and _can_split(q, kv, local, select):
         return _split_attention(q, kv, q_start, local, strict, sink, block, bulk_rows)
     # Each query sees its own raw token unless local == 0; only then can a row be empty.
@@ -80,6 +82,36 @@ def joint_attention(
 
 def _entry_ends_differ(kv: KVView) -> bool:
     return kv.comp_end is not None and kv.comp_end.shape[0] > 1 and not bool((kv.comp_end == kv.comp_end[:1]).all())
+
+
+def _is_prefix_decode(kv: KVView, local, select) -> bool:
+    """One query whose visible keys are two prefixes/bands with no mask: a raw band that includes
+    its own token (local >= 1) and the entries every KV head completed alike, sorted by end."""
+    sees_own_token = local is not None and local >= 1
+    return select is None and sees_own_token and kv.comp_end is not None and not _entry_ends_differ(kv)
+
+
+def _decode_attention(q, q_start: int, kv: KVView, local: int, strict: bool, sink) -> torch.Tensor:
+    """A decode step (q [B,H,1,D]) with few operations: the entries it sees are the first ``n``
+    (ends sorted, found by binary search), the raw keys it sees the last ``local`` up to its own;
+    both are read in place (no mask, no copy) and share one softmax with the sink's logit. At
+    short contexts a step is dominated by its count of small operations, at long ones by reading
+    the entries once."""
+    b, h, _, d = q.shape
+    hk = kv.raw_k.shape[1]
+    rows = q.reshape(b, hk, h // hk, d) * d**-0.5  # [B,Hk,G,D]
+    last_visible_end = q_start - 1 if strict else q_start
+    n = int(torch.searchsorted(kv.comp_end[0], torch.tensor([last_visible_end]), right=True))
+    lo = max(q_start - local + 1 - kv.raw_start, 0)
+    hi = min(q_start + 1 - kv.raw_start, kv.raw_k.shape[2])
+    comp_k, comp_v = kv.comp_k[:, :, :n], kv.comp_v[:, :, :n]
+    raw_k, raw_v = kv.raw_k[:, :, lo:hi], kv.raw_v[:, :, lo:hi]
+    logits = [rows @ comp_k.transpose(-1, -2), rows @ raw_k.transpose(-1, -2)]  # [B,Hk,G,n], [B,Hk,G,S]
+    if sink is not None:
+        logits.append(sink.to(q.dtype).view(1, hk, h // hk, 1).expand(b, -1, -1, 1))
+    weights = torch.softmax(torch.cat(logits, dim=-1), dim=-1)
+    out = weights[..., :n] @ comp_v + weights[..., n : n + hi - lo] @ raw_v  # the sink adds no value
+    return out.reshape(b, h, 1, d)
 
 
 # Decode-sized blocks skip the concatenation of key segments that the fused kernel needs.

@@ -23,6 +23,9 @@ def gather_windows(
     """feats [B,Hk,S,F] for positions buf_start.., ends [Hk,N] -> windows [B,Hk,N,w,F], valid [Hk,N,w]."""
     b, hk, s, f = feats.shape
     n = ends.shape[1]
+    if _windows_tile(ends, buf_start, s, window):  # a view: no copy of the features (prefill's largest)
+        windows = feats.narrow(2, int(ends[0, 0]) - window + 1 - buf_start, n * window).unflatten(2, (n, window))
+        return windows, torch.ones(hk, n, window, dtype=torch.bool, device=ends.device)
     slot_pos = ends[:, :, None] - window + 1 + torch.arange(window, device=ends.device)  # [Hk,N,w]
     valid = slot_pos >= 0
     if (valid & (slot_pos < buf_start)).any():
@@ -30,6 +33,15 @@ def gather_windows(
     idx = (slot_pos - buf_start).clamp(0, s - 1).reshape(1, hk, n * window, 1).expand(b, hk, n * window, f)
     windows = torch.gather(feats, 2, idx).view(b, hk, n, window, f)
     return windows, valid
+
+
+def _windows_tile(ends: torch.Tensor, buf_start: int, buf_len: int, window: int) -> bool:
+    """Every head's windows the same, back to back (spaced by w), inside the buffer and after
+    position 0: then they are consecutive slices of the buffer."""
+    first_start = int(ends[0, 0]) - window + 1
+    inside = first_start >= max(buf_start, 0) and first_start + ends.shape[1] * window <= buf_start + buf_len
+    spaced = ends[0, 0] + window * torch.arange(ends.shape[1], device=ends.device)
+    return inside and bool((ends == spaced).all())
 
 
 def new_entries(

@@ -65,9 +65,14 @@ class Rotary(nn.Module):
 class Attention(nn.Module):
     query_block = 256  # queries per block in joint_attention (tests shrink it)
     bulk_rows = 1024  # inference: query rows per unmasked call over entries (joint_attention)
-    # Inference: a compressed or sliding layer reads longer inputs in chunks of this many
-    # tokens through its cache, as a chunked prefill would (tests shrink it).
+    # Inference: a compressed or sliding layer reads an input longer than ``chunked_from``
+    # tokens in chunks through its cache, as a chunked prefill would: at least two (its
+    # whole-input temporaries -- queries, keys, pooling features -- then exist for half the
+    # input at most, which keeps it under full attention's memory from 1K tokens on), of at most
+    # ``prefill_chunk`` tokens (large enough for the flash kernel's efficient tiles on long
+    # inputs). Tests shrink both.
     prefill_chunk = 2048
+    chunked_from = 512
     # Optional top-k style restriction of the visible entries (see kv.attention.EntrySelector).
     entry_selector = None
 
@@ -104,26 +109,31 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         """x [B,T,C] at positions start_pos.. -> [B,T,C]; appends to ``cache`` when given."""
-        if x.shape[1] > self.prefill_chunk and self.scheme.kind != "full" and not _needs_grad(x, self):
-            return self._forward_in_chunks(x, start_pos, cache)
+        t = x.shape[1]
+        if t > min(self.chunked_from, self.prefill_chunk) and self.scheme.kind != "full" and not _needs_grad(x, self):
+            return self._forward_in_chunks(x, start_pos, cache, chunk=min(self.prefill_chunk, -(-t // 2)))
         return self._forward_whole(x, start_pos, cache)
 
     def _forward_whole(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = self.project(x)
-        feats = self.pooler.features(x, k, v) if self.pooler is not None else None
-        out = self.attend(q, k, v, feats, start_pos, cache, self.rope)
+        # the features are handed over unnamed: attend drops them once pooled, before attention,
+        # the step of the largest temporaries
+        out = self.attend(q, k, v, self._features(x, k, v), start_pos, cache, self.rope)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
-    def _forward_in_chunks(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
-        """Inference: the same output as one call, read ``prefill_chunk`` tokens at a time
+    def _features(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+        return self.pooler.features(x, k, v) if self.pooler is not None else None
+
+    def _forward_in_chunks(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None, chunk: int) -> torch.Tensor:
+        """Inference: the same output as one call, read ``chunk`` tokens at a time
         through the cache. A layer with a local window then never holds the RoPE'd queries,
         keys or pooling features of the whole input, only one chunk's and the entries. (The
         chunks bypass ``__call__``: a forward hook on this module sees the whole call once.)"""
         cache = cache if cache is not None else LayerCache()
         out = torch.empty_like(x)
-        for c0 in range(0, x.shape[1], self.prefill_chunk):
-            c1 = min(x.shape[1], c0 + self.prefill_chunk)
+        for c0 in range(0, x.shape[1], chunk):
+            c1 = min(x.shape[1], c0 + chunk)
             out[:, c0:c1] = self._forward_whole(x[:, c0:c1], start_pos + c0, cache)
         return out
 
@@ -154,6 +164,7 @@ class Attention(nn.Module):
         kv = KVView(raw_k=raw_k, raw_v=raw_v, raw_start=start_pos + q.shape[2] - raw_k.shape[2])
         if self.pooler is not None:
             self._add_entries(kv, cache, feats, start_pos, rope)
+        del feats  # pooled into entries (the cache keeps the last w-1 tokens' own copy)
         out = self._attend(q, start_pos, kv)
         if self.scheme.kind != "full":  # later queries need only the last L raw tokens
             cache.raw_k.keep_last(self.scheme.local)
