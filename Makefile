@@ -64,6 +64,7 @@ bench: venv vllm-venv
 	$(BIN)/python benchmarks/niah.py hf
 	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python benchmarks/niah.py vllm
 	$(BIN)/python benchmarks/phase_ensemble.py
+	$(BIN)/python benchmarks/multi_token_sweep.py --before bde2583^
 
 vllm-venv:
 	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \

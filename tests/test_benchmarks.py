@@ -14,6 +14,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "attention.py": (["--quick", "--prefill-only"], "T="),
     "long_forward.py": (["--quick"], "compressed / full"),
     "multi_token_scoring.py": (["--quick"], "where read"),
+    "multi_token_sweep.py": (["--quick"], "multi-token answers (numbers):"),
     "niah.py": (["native", "--quick"], "items of 1,024 tokens"),
     "padding_search.py": (["--quick"], "| True"),
     "phase_ensemble.py": (["--quick"], "the ensemble costs"),
