@@ -181,7 +181,10 @@ class Attention(nn.Module):
         buf_start = start_pos - (0 if cache.pending is None else cache.pending.shape[2])
         ends, ck, cv = new_entries(self.pooler, self.scheme, buf, buf_start, start_pos)
         if ends.shape[1] and self.scheme.rope != "none":
-            ck, cv = self._rotate_entries(ck, cv, rope_positions(self.scheme, ends), rope)
+            where = rope_positions(self.scheme, ends)  # [Hk,N]
+            # without stagger every KV head's entries sit at the same positions: one row of
+            # angles serves them all (RoPE's trigonometry was a tenth of a short prefill)
+            ck, cv = self._rotate_entries(ck, cv, where if self.scheme.stagger else where[:1], rope)
         cache.shared_kv = self._entry_value_is_key()
         kv.comp_k, kv.comp_end = cache.comp_k.append(ck), cache.comp_end.append(ends)
         kv.comp_v = kv.comp_k if cache.shared_kv else cache.comp_v.append(cv)
@@ -193,7 +196,7 @@ class Attention(nn.Module):
         cache.pending = keep_last(buf, self.scheme.window - 1)
 
     def _rotate_entries(self, ck, cv, where: torch.Tensor, rope: Rope):
-        """Entry keys (and with ``value_rope`` values) [B,Hk,N,D] rotated at ``where`` [Hk,N]."""
+        """Entry keys (and with ``value_rope`` values) [B,Hk,N,D] rotated at ``where`` [Hk or 1,N]."""
         ck_rot = rope(ck, where)
         if not self.scheme.value_rope:
             return ck_rot, cv
