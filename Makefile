@@ -56,6 +56,7 @@ format: venv
 
 bench: venv vllm-venv
 	$(BIN)/python benchmarks/attention.py --json docs/attention_benchmark.json
+	$(BIN)/python benchmarks/attention_stages.py
 	$(BIN)/python benchmarks/long_forward.py --json docs/attention_benchmark.json
 	$(BIN)/python benchmarks/training.py --json docs/training_benchmark.json
 	$(BIN)/python benchmarks/sweep_overhead.py
