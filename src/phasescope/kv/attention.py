@@ -101,7 +101,8 @@ def _decode_attention(q, q_start: int, kv: KVView, local: int, strict: bool, sin
     hk = kv.raw_k.shape[1]
     rows = q.reshape(b, hk, h // hk, d) * d**-0.5  # [B,Hk,G,D]
     last_visible_end = q_start - 1 if strict else q_start
-    n = int(torch.searchsorted(kv.comp_end[0], torch.tensor([last_visible_end]), right=True))
+    ends = kv.comp_end[0]
+    n = int(torch.searchsorted(ends, torch.tensor([last_visible_end], device=ends.device), right=True))
     lo = max(q_start - local + 1 - kv.raw_start, 0)
     hi = min(q_start + 1 - kv.raw_start, kv.raw_k.shape[2])
     comp_k, comp_v = kv.comp_k[:, :, :n], kv.comp_v[:, :, :n]
