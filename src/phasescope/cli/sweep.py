@@ -325,7 +325,7 @@ def print_sweep(result, run: RunOptions, seconds: float) -> None:
         print_plan(result.plan, seconds - result.plan.get("timing_seconds", 0.0))
         return
     if result.scored == 0:
-        console.print(f"{run.out}: already complete ({len(result.records)} records); nothing to score")
+        say_path(f"{run.out}: already complete ({len(result.records)} records); nothing to score")
     else:
         say_path(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
 
@@ -356,5 +356,5 @@ def print_plan(plan: dict, startup: float) -> None:
         )
     else:
         console.print(f"start-up here: {start}", highlight=False)
-    if seconds is None and why_not is not None:
-        console.print(f"not timed: {why_not}; time one record with --samples 1 --offsets 0:1 (without --dry-run)")
+        if why_not is not None:
+            console.print(f"not timed: {why_not}; time one record with --samples 1 --offsets 0:1 (without --dry-run)")
