@@ -52,7 +52,10 @@ def recorded_durations() -> dict[str, float]:
 def pytest_collection_modifyitems(config, items):
     durations = recorded_durations()
     if XDIST_WORKER:  # longest files first (xdist's --dist loadfile hands out whole files in this order)
-        items.sort(key=lambda item: -module_seconds(durations, item.nodeid.split("::")[0] + "::"))
+        file_seconds = defaultdict(float)  # what each file took in the last timing run
+        for name, seconds in durations.items():
+            file_seconds[module_key(name)] += seconds
+        items.sort(key=lambda item: -file_seconds[module_key(item.nodeid)])
     for item in items:
         if marked_slow(durations, item.nodeid):
             item.add_marker(pytest.mark.slow)
@@ -62,19 +65,18 @@ def pytest_collection_modifyitems(config, items):
 
 def marked_slow(durations: dict[str, float], nodeid: str) -> bool:
     """The slow mark: the test, or its file's setup, took more than SLOW_SECONDS when last timed."""
-    module = nodeid.split("::")[0] + "::"
-    return max(durations.get(nodeid, 0.0), durations.get(module, 0.0)) > SLOW_SECONDS
+    return max(durations.get(nodeid, 0.0), durations.get(module_key(nodeid), 0.0)) > SLOW_SECONDS
 
 
-def module_seconds(durations: dict[str, float], module: str) -> float:
-    """What a test file took in the last timing run (its slow tests and slow setup)."""
-    return sum(seconds for name, seconds in durations.items() if name.startswith(module))
+def module_key(nodeid: str) -> str:
+    """A test's file as durations.json names it ("tests/test_x.py::", also a slow setup's key)."""
+    return nodeid.split("::")[0] + "::"
 
 
 def pytest_runtest_logreport(report):
     _measured[report.nodeid] += report.duration
     if report.when == "setup" and report.duration > SLOW_SECONDS:
-        module = report.nodeid.split("::")[0] + "::"
+        module = module_key(report.nodeid)
         _measured[module] = max(_measured[module], report.duration)
 
 

@@ -15,6 +15,18 @@ def word_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=_word_bpe(), bos_token="Remember")
 
 
+def eos_word_tokenizer():
+    """The word BPE of test_probes with an end-of-text token (``<|end|>``), as lm-eval's
+    generation tasks need (tests/data/lm_eval)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from test_probes import _word_bpe
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_word_bpe())
+    tokenizer.add_special_tokens({"eos_token": "<|end|>"})
+    return tokenizer
+
+
 def save(model, directory: Path, tokenizer=None) -> Path:
     model.save_pretrained(directory)
     if tokenizer is not None:

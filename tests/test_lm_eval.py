@@ -30,17 +30,14 @@ def setup(tmp_path_factory):
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
-    from transformers import PreTrainedTokenizerFast
 
     import phasescope
-    from hf_models import tiny_qwen3
-    from test_probes import _word_bpe
+    from hf_models import eos_word_tokenizer, tiny_qwen3
 
     old = os.getcwd()
     os.chdir(ROOT)
     try:
-        tokenizer = PreTrainedTokenizerFast(tokenizer_object=_word_bpe())
-        tokenizer.add_special_tokens({"eos_token": "<|end|>"})
+        tokenizer = eos_word_tokenizer()
         model_dir = tiny_qwen3(tmp_path_factory.mktemp("lm") / "model", tokenizer)
         run = tmp_path_factory.mktemp("lm") / "run"
         probe = "lm-eval:ps_capitals,ps_phrases"

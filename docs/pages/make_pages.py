@@ -33,15 +33,10 @@ def demo_pages(root: Path) -> dict[str, Path]:
 
 def lm_eval_page(root: Path) -> Path:
     """Two local lm-eval tasks (tests/data/lm_eval) on a tiny random Qwen3, swept and reported."""
-    from transformers import PreTrainedTokenizerFast
-
     import phasescope
-    from hf_models import tiny_qwen3
-    from test_probes import _word_bpe
+    from hf_models import eos_word_tokenizer, tiny_qwen3
 
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_word_bpe())
-    tokenizer.add_special_tokens({"eos_token": "<|end|>"})
-    model = tiny_qwen3(root / "qwen3", tokenizer)
+    model = tiny_qwen3(root / "qwen3", eos_word_tokenizer())
     run = root / "lm-eval"
     os.chdir(ROOT)  # the tasks' YAML names its data relative to the repository root
     probe = "lm-eval:ps_capitals,ps_phrases"
