@@ -65,29 +65,39 @@ def attention_core(attn, x: torch.Tensor):
     return run
 
 
-def _prefill_child(scheme_dict: dict, n_tokens: int, repeats: int, queue) -> None:
+def _layer_and_input(scheme_dict: dict, n_tokens: int):
     torch.set_num_threads(2)
-    attn = attention_layer(CompressionConfig(**scheme_dict))
-    x = torch.randn(1, n_tokens, D_MODEL)
+    return attention_layer(CompressionConfig(**scheme_dict)), torch.randn(1, n_tokens, D_MODEL)
+
+
+def _median_seconds(run, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _timing_child(scheme_dict: dict, n_tokens: int, repeats: int, queue) -> None:
+    """(whole layer s, attention-only s), medians after a warm-up call of each."""
+    attn, x = _layer_and_input(scheme_dict, n_tokens)
     with torch.no_grad():
-        base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         attn(x, 0, None)  # warm-up: first-call allocations and thread-pool start are not the kernel
-        layer_times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            attn(x, 0, None)
-            layer_times.append(time.perf_counter() - start)
-        # the peak of whole-layer forwards only: the attention-only closure below holds its
-        # own q, k, v and is built after this reading
-        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss
+        layer_s = _median_seconds(lambda: attn(x, 0, None), repeats)
         core = attention_core(attn, x)
         core()
-        core_times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            core()
-            core_times.append(time.perf_counter() - start)
-    queue.put((statistics.median(layer_times), statistics.median(core_times), peak_kib))
+        queue.put((layer_s, _median_seconds(core, repeats)))
+
+
+def _peak_child(scheme_dict: dict, n_tokens: int, queue) -> None:
+    """The max-RSS rise (KiB) over two whole-layer forwards (input and weights already there)."""
+    attn, x = _layer_and_input(scheme_dict, n_tokens)
+    with torch.no_grad():
+        base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        attn(x, 0, None)
+        attn(x, 0, None)
+        queue.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss)
 
 
 # In the memory child, glibc maps every allocation above 64 KiB on its own and returns it when
@@ -97,17 +107,21 @@ def _prefill_child(scheme_dict: dict, n_tokens: int, repeats: int, queue) -> Non
 LIVE_PEAK_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
-def _run_child(scheme: CompressionConfig, n_tokens: int, repeats: int, env: dict[str, str]) -> tuple:
+def _run_child(target, args: tuple, env: dict[str, str]):
+    """``target(*args, queue)`` in a fresh spawned process with ``env`` added; what it put."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # a spawned child takes the environment at its start
     try:
-        proc = ctx.Process(target=_prefill_child, args=(scheme.to_dict(), n_tokens, repeats, queue))
+        proc = ctx.Process(target=target, args=(*args, queue))
         proc.start()
     finally:
         for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
     result = queue.get()
     proc.join()
     return result
@@ -115,8 +129,8 @@ def _run_child(scheme: CompressionConfig, n_tokens: int, repeats: int, env: dict
 
 def prefill(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple[float, float, int]:
     """(layer s, attention-only s, peak KiB): times from one child, the live peak from another."""
-    layer_s, core_s, _ = _run_child(scheme, n_tokens, repeats, {})
-    _, _, peak_kib = _run_child(scheme, n_tokens, 1, LIVE_PEAK_ENV)
+    layer_s, core_s = _run_child(_timing_child, (scheme.to_dict(), n_tokens, repeats), {})
+    peak_kib = _run_child(_peak_child, (scheme.to_dict(), n_tokens), LIVE_PEAK_ENV)
     return layer_s, core_s, peak_kib
 
 
