@@ -6,10 +6,12 @@ One attention layer (d_model 512, 8 query heads, 8 KV heads, head dim 64, float3
 timed whole (projections, norms, RoPE, attention) and attention only (everything after the
 projections: pooling, RoPE of entries, the joint softmax; for full attention torch's SDPA).
 The baseline is the same layer with full attention (torch's fused SDPA kernel), measured in
-the same run; every number is reported as a ratio against it. Peak memory is the rise of
-the process's max RSS during the whole-layer forwards (input and weights already there),
-measured in a fresh subprocess per configuration in which glibc returns every large block when
-freed (``LIVE_PEAK_ENV``: the peak of live memory); times come from another subprocess.
+the same run; every number is reported as a ratio against it. Peak memory is the rise of the
+process's resident high-water mark during a whole-layer forward (input and weights already
+there) after a first one, measured in a fresh subprocess per configuration in which glibc
+returns every large block when freed (``LIVE_PEAK_ENV``: the peak of live memory); the first
+forward's rise, which also holds the process's one-time allocations, is reported beside it
+("1st"). Times come from another subprocess.
 Prefill runs under no_grad, as scoring does: the compressed layer then reads inputs longer
 than ``Attention.chunked_from`` in chunks through its cache (two at least, of at most
 ``Attention.prefill_chunk``); the attention-only timing runs on the whole sequence at once.
@@ -24,7 +26,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -57,10 +58,8 @@ def attention_core(attn, x: torch.Tensor):
     q, k = attn.rope(q, positions), attn.rope(k, positions)
 
     def run():
-        kv = KVView(raw_k=k, raw_v=v, raw_start=0)
-        if attn.pooler is not None:
-            attn._add_entries(kv, LayerCache(), feats, 0, attn.rope)
-        return attn._attend(q, 0, kv)
+        entries = attn._add_entries(LayerCache(), feats, 0, attn.rope) if attn.pooler is not None else {}
+        return attn._attend(q, 0, KVView(raw_k=k, raw_v=v, raw_start=0, **entries))
 
     return run
 
@@ -91,13 +90,26 @@ def _timing_child(scheme_dict: dict, n_tokens: int, repeats: int, queue) -> None
 
 
 def _peak_child(scheme_dict: dict, n_tokens: int, queue) -> None:
-    """The max-RSS rise (KiB) over two whole-layer forwards (input and weights already there)."""
+    """Peak rises (KiB) of the first whole-layer forward and of a second one (input and weights
+    already there): the first also pays the process's one-time allocations of the code paths it
+    touches (thread pools, kernels' first use); the second is what a forward needs."""
     attn, x = _layer_and_input(scheme_dict, n_tokens)
     with torch.no_grad():
-        base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        base = _status_kib("VmRSS")
         attn(x, 0, None)
+        first = _status_kib("VmHWM") - base
+        Path("/proc/self/clear_refs").write_text("5")  # resets the high-water mark to the current RSS
+        base = _status_kib("VmRSS")
         attn(x, 0, None)
-        queue.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss)
+        queue.put((first, _status_kib("VmHWM") - base))
+
+
+def _status_kib(field: str) -> int:
+    """A memory line of /proc/self/status (Linux), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field} line (the memory columns need Linux)")
 
 
 # In the memory child, glibc maps every allocation above 64 KiB on its own and returns it when
@@ -127,11 +139,12 @@ def _run_child(target, args: tuple, env: dict[str, str]):
     return result
 
 
-def prefill(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple[float, float, int]:
-    """(layer s, attention-only s, peak KiB): times from one child, the live peak from another."""
+def prefill(scheme: CompressionConfig, n_tokens: int, repeats: int) -> tuple[float, float, int, int]:
+    """(layer s, attention-only s, peak KiB of a forward, of the first forward): times from one
+    child, the live peaks from another."""
     layer_s, core_s = _run_child(_timing_child, (scheme.to_dict(), n_tokens, repeats), {})
-    peak_kib = _run_child(_peak_child, (scheme.to_dict(), n_tokens), LIVE_PEAK_ENV)
-    return layer_s, core_s, peak_kib
+    first_kib, peak_kib = _run_child(_peak_child, (scheme.to_dict(), n_tokens), LIVE_PEAK_ENV)
+    return layer_s, core_s, peak_kib, first_kib
 
 
 def synthetic_cache(attn, scheme: CompressionConfig, n_tokens: int) -> KVCache:
@@ -181,15 +194,19 @@ def main() -> None:
         decode_sizes = []
     rows = {"prefill": [], "decode": []}
     print(f"compressed: {COMPRESSED}\n")
-    print("prefill     layer: full s  comp s  ratio | attention: full s  comp s  ratio | peak MiB: full  comp  ratio")
+    print(
+        "prefill     layer: full s  comp s  ratio | attention: full s  comp s  ratio"
+        " | peak MiB: full  comp  ratio | 1st: full  comp  ratio"
+    )
     for n in prefill_sizes:
         repeats = 3 if n <= 8192 else 2
-        full_s, full_core, full_kib = prefill(FULL, n, repeats)
-        comp_s, comp_core, comp_kib = prefill(COMPRESSED, n, repeats)
+        full_s, full_core, full_kib, full_first = prefill(FULL, n, repeats)
+        comp_s, comp_core, comp_kib, comp_first = prefill(COMPRESSED, n, repeats)
         print(
             f"T={n:>6}  {full_s:14.3f} {comp_s:7.3f} {comp_s / full_s:5.2f}x"
             f" {full_core:17.3f} {comp_core:7.3f} {comp_core / full_core:5.2f}x"
             f" {full_kib / 1024:15.0f} {comp_kib / 1024:5.0f} {comp_kib / max(full_kib, 1):5.2f}x"
+            f" {full_first / 1024:10.0f} {comp_first / 1024:5.0f} {comp_first / max(full_first, 1):5.2f}x"
         )
         rows["prefill"].append(
             dict(
@@ -200,6 +217,8 @@ def main() -> None:
                 comp_attention_s=comp_core,
                 full_kib=full_kib,
                 comp_kib=comp_kib,
+                full_first_kib=full_first,
+                comp_first_kib=comp_first,
             )
         )
     print("\ndecode        full ms  comp ms   time ratio   KV bytes ratio   (L + T/s)/T")

@@ -5,9 +5,9 @@ compressed, each stage timed inside the same forward calls.
 
 Stages (milliseconds per forward, the mean of the fastest three quarters of the calls): the
 projections, the pooling features, adding the entries (pooling, RoPE of the entries, cache
-appends), the attention proper (for the compressed layer also its parts: segment masks, key
-concatenation, flash calls, merges), everything in ``attend`` (RoPE of q and k, cache, the
-above) and the whole forward (with the output projection and, for the compressed layer, its
+appends), the attention proper (for the compressed layer also its parts: the entries'
+visibility biases, flash calls, merges), everything in ``attend`` (``_attend_owned``: RoPE of q
+and k, cache, the above) and the whole forward (with the output projection and, for the compressed layer, its
 chunking). Both layers run alternately in one process, so the machine's state is shared.
 """
 
@@ -31,11 +31,10 @@ STAGES = [
     (decoder.Attention, "_features"),
     (decoder.Attention, "_add_entries"),
     (decoder.Attention, "_attend"),
-    (joint, "_block_segments"),
-    (joint, "_concat"),
+    (joint, "_visible_bias"),
     (joint, "_flash_lse"),
     (joint, "_merge"),
-    (decoder.Attention, "attend"),
+    (decoder.Attention, "_attend_owned"),
     (decoder.Attention, "forward"),
 ]
 

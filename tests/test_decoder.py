@@ -36,11 +36,20 @@ def test_prefill_then_decode_equals_parallel_forward(name, prefill):
     torch.testing.assert_close(torch.cat(steps, dim=1), parallel, rtol=1e-9, atol=1e-9)
 
 
-def test_uneven_chunked_prefill_equals_parallel_forward():
-    model = tiny_model(SCHEME_CASES["channel_gate-s3w6-align2"], token_shift=True)
+@pytest.mark.parametrize(
+    ("name", "sizes"),
+    [
+        ("channel_gate-s3w6-align2", (7, 1, 2, 13, 5, 12)),
+        # windows of 4 tiling: calls starting at a window boundary (8, 24, 28) pool from their own
+        # tokens, without the cached pending ones
+        ("scalar_gate-s4w4", (7, 1, 3, 13, 4, 12)),
+    ],
+)
+def test_uneven_chunked_prefill_equals_parallel_forward(name, sizes):
+    model = tiny_model(SCHEME_CASES[name], token_shift=True)
     ids = torch.randint(0, 50, (1, 40), generator=torch.Generator().manual_seed(2))
     cache, outs, pos = model.new_cache(), [], 0
-    for size in (7, 1, 2, 13, 5, 12):
+    for size in sizes:
         outs.append(model(ids[:, pos : pos + size], pos, cache))
         pos += size
     torch.testing.assert_close(torch.cat(outs, dim=1), model(ids), rtol=1e-9, atol=1e-9)

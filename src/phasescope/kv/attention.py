@@ -132,11 +132,8 @@ def _some_row_empty(segments: list[Segment]) -> bool:
     return not bool(seen.all())
 
 
-def _block_segments(
-    kv: KVView, pos0: int, pos1: int, local, strict, q_block, select, first_entry: int = 0
-) -> list[Segment]:
-    """Raw and compressed key segments visible to queries pos0..pos1-1 (entries from
-    ``first_entry`` on), with their masks."""
+def _block_segments(kv: KVView, pos0: int, pos1: int, local, strict, q_block, select) -> list[Segment]:
+    """Raw and compressed key segments visible to queries pos0..pos1-1, with their masks."""
     q_pos = torch.arange(pos0, pos1, device=kv.raw_k.device)
     n_raw = kv.raw_k.shape[2]
     lo = 0 if local is None else max(pos0 - local + 1 - kv.raw_start, 0)
@@ -153,12 +150,12 @@ def _block_segments(
         last = pos1 - 1
         ready = (kv.comp_end < last) if strict else (kv.comp_end <= last)
         n_b = int(ready.sum(dim=1).max())
-        ends = kv.comp_end[:, None, first_entry:n_b]
+        ends = kv.comp_end[:, None, :n_b]
         comp_mask = (ends < q_pos[None, :, None]) if strict else (ends <= q_pos[None, :, None])
-        comp_k = kv.comp_k[:, :, first_entry:n_b]
+        comp_k = kv.comp_k[:, :, :n_b]
         if select is not None and n_b:
             comp_mask = comp_mask & select(q_block, comp_k, comp_mask)
-        segments.append((comp_k, kv.comp_v[:, :, first_entry:n_b], comp_mask))
+        segments.append((comp_k, kv.comp_v[:, :, :n_b], comp_mask))
     return segments
 
 
@@ -185,12 +182,10 @@ def _can_split(q: torch.Tensor, kv: KVView, local, select) -> bool:
     )
 
 
-def _flash_lse(q, keys, values, mask=None):
-    """q [B,Hk,R,D], keys/values [B,Hk,K,D], mask [Hk or 1,R,K] -> (out [B,Hk,R,D], lse [B,Hk,R])."""
-    bias = None
-    if mask is not None:
-        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))[None]
-    return _FLASH_WITH_LSE(q, keys, values, attn_mask=bias, scale=q.shape[-1] ** -0.5)
+def _flash_lse(q, keys, values, bias=None):
+    """q [B,Hk,R,D], keys/values [B,Hk,K,D], bias [1,Hk or 1,R,K] (additive, -inf where hidden)
+    -> (out [B,Hk,R,D], lse [B,Hk,R])."""
+    return _FLASH_WITH_LSE(q, keys, values, attn_mask=bias, scale=q.shape[-1] ** -0.5)[:2]
 
 
 def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink, block: int, bulk_rows: int):
@@ -199,44 +194,100 @@ def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink
     Queries go in bulk blocks of about ``bulk_rows`` rows (query heads sharing a KV head are
     folded into rows). Entries that every query of a bulk block sees are attended in one
     unmasked call: torch's CPU flash kernel only tiles its queries by 256 from 768 rows on,
-    so small calls run at half its speed. The rest -- the raw band and the entries completing
-    inside the bulk block -- is attended per sub-block of ``block`` queries with a visibility
-    mask (additive, -inf where hidden; the kernel takes no boolean mask), and the parts are
-    merged exactly through their log-sum-exps (plus the sink's term). The output is written
+    so small calls run at half its speed. The rest is attended per sub-block of ``block``
+    queries in two calls that read the keys in place -- the raw band, and the entries
+    completing inside the bulk block -- each with a visibility bias (0 where seen, -inf where
+    hidden; the kernel takes no boolean mask), and the parts are merged exactly through their
+    log-sum-exps (plus the sink's term), in place in the output. The output is written
     into one [B,T,H,D] buffer (returned as its [B,H,T,D] view), so the caller's transpose
-    before the output projection copies nothing.
+    before the output projection copies nothing. A short prefill's time goes to the count of
+    small operations as much as to the kernel, so a block's bounds are found for all blocks
+    at once and the raw band's bias, the same for every full block, is built once.
     """
     b, h, t, d = q.shape
     hk = kv.raw_k.shape[1]
     g = h // hk
     out = q.new_empty(b, t, h, d).transpose(1, 2)
     bulk = _bulk_queries(block, bulk_rows, g)
-    # without stagger every KV head sees the same keys: one mask broadcast over the heads
+    # without stagger every KV head sees the same keys: one bias row broadcast over the heads
     mask_heads = hk if _entry_ends_differ(kv) else 1
     sink_rows = None if sink is None else sink.to(torch.promote_types(q.dtype, torch.float32)).view(1, hk, g, 1)
-    for b0 in range(0, t, bulk):
+    seen_from = kv.comp_end[:mask_heads] + int(strict)  # [mh,N] first query position seeing each entry
+    bulk_starts = list(range(0, t, bulk))
+    block_starts = list(range(0, t, block))
+    # entries seen by every head at a bulk block's first query; by some head at a block's last
+    n_bulk = _entries_seen([q_start + b0 for b0 in bulk_starts], seen_from).amin(dim=0).tolist()
+    n_block = _entries_seen([q_start + min(t, t0 + block) - 1 for t0 in block_starts], seen_from).amax(dim=0).tolist()
+    band = _BandBias(local, q.dtype, q.device)
+    for b0, n_seen in zip(bulk_starts, n_bulk, strict=True):
         b1 = min(t, b0 + bulk)
-        pos0 = q_start + b0
-        seen_by_all = (kv.comp_end < pos0) if strict else (kv.comp_end <= pos0)
-        n_bulk = int(seen_by_all.sum(dim=1).min())
-        bulk_part = None
-        if n_bulk:
+        bulk_lse = None
+        if n_seen:  # written into the output at once; each sub-block then rescales it and adds its part
             rows = q[:, :, b0:b1].reshape(b, hk, g * (b1 - b0), d)
-            o, lse = _flash_lse(rows, kv.comp_k[:, :, :n_bulk], kv.comp_v[:, :, :n_bulk])
-            bulk_part = (o.reshape(b, hk, g, b1 - b0, d), lse.reshape(b, hk, g, b1 - b0))
+            o, lse = _flash_lse(rows, kv.comp_k[:, :, :n_seen], kv.comp_v[:, :, :n_seen])
+            out[:, :, b0:b1].unflatten(1, (hk, g)).copy_(o.reshape(b, hk, g, b1 - b0, d))
+            bulk_lse = lse.reshape(b, hk, g, b1 - b0)
+            del o
         for t0 in range(b0, b1, block):
             t1 = min(b1, t0 + block)
-            q_block = q[:, :, t0:t1]
-            edge = _block_segments(kv, q_start + t0, q_start + t1, local, strict, q_block, None, first_entry=n_bulk)
-            keys, values, mask = _concat(edge)
-            rows = q_block.reshape(b, hk, g * (t1 - t0), d)
-            mask = mask[:mask_heads, None].expand(-1, g, t1 - t0, -1).reshape(mask_heads, g * (t1 - t0), -1)
-            o, lse = _flash_lse(rows, keys, values, mask)
-            parts = [(o.reshape(b, hk, g, t1 - t0, d), lse.reshape(b, hk, g, t1 - t0))]
-            if bulk_part is not None:
-                parts.append((bulk_part[0][:, :, :, t0 - b0 : t1 - b0], bulk_part[1][:, :, :, t0 - b0 : t1 - b0]))
-            out[:, :, t0:t1] = _merge(parts, sink_rows).reshape(b, h, t1 - t0, d)
+            pos0, pos1 = q_start + t0, q_start + t1
+            lo, hi = max(pos0 - local + 1 - kv.raw_start, 0), min(pos1 - kv.raw_start, kv.raw_k.shape[2])
+            n_end = max(n_block[t0 // block], n_seen)
+            rows = q[:, :, t0:t1].reshape(b, hk, g * (t1 - t0), d)
+            band_bias = band(kv.raw_start + lo - pos0, hi - lo, t1 - t0)  # [1,Tb,K]
+            # the raw band and the block's new entries in two calls, read in place (no key copy)
+            parts = [_flash_part(rows, kv.raw_k[:, :, lo:hi], kv.raw_v[:, :, lo:hi], band_bias, g)]
+            if n_end > n_seen:
+                entry_bias = _visible_bias(seen_from[:, None, n_seen:n_end], pos0, pos1, q.dtype)  # [mh,Tb,Ne]
+                o, lse = _flash_part(rows, kv.comp_k[:, :, n_seen:n_end], kv.comp_v[:, :, n_seen:n_end], entry_bias, g)
+                # a query that sees none of them (not even the earliest) gets lse 0 from the kernel:
+                # -inf gives that part no weight
+                sees_none = torch.isinf(entry_bias[:, :, 0])  # [mh,Tb]
+                parts.append((o, lse.masked_fill(sees_none.view(1, -1, 1, t1 - t0), float("-inf"))))
+            seen_lse = None if bulk_lse is None else bulk_lse[..., t0 - b0 : t1 - b0]
+            _merge(out[:, :, t0:t1].unflatten(1, (hk, g)), parts, seen_lse, sink_rows)
     return out
+
+
+def _flash_part(rows, keys, values, bias, group: int):
+    """One softmax part: rows [B,Hk,G*Tb,D] (G query heads per KV head folded in), keys/values
+    [B,Hk,K,D], bias [1 or Hk,Tb,K] -> (out [B,Hk,G,Tb,D], lse [B,Hk,G,Tb])."""
+    b, hk, r, d = rows.shape
+    tb = r // group
+    if group > 1:
+        bias = bias[:, None].expand(-1, group, -1, -1).reshape(bias.shape[0], r, -1)
+    o, lse = _flash_lse(rows, keys, values, bias[None])
+    return o.reshape(b, hk, group, tb, d), lse.reshape(b, hk, group, tb)
+
+
+def _entries_seen(positions: list[int], seen_from: torch.Tensor) -> torch.Tensor:
+    """Per head (row of seen_from [mh,N], ascending), how many entries a query at each of
+    ``positions`` sees: [mh, len(positions)] counts."""
+    where = torch.tensor(positions, device=seen_from.device).expand(seen_from.shape[0], -1).contiguous()
+    return torch.searchsorted(seen_from.contiguous(), where, right=True)
+
+
+def _visible_bias(seen_from: torch.Tensor, pos0: int, pos1: int, dtype) -> torch.Tensor:
+    """0 where query pos0..pos1-1 sees an entry (position >= seen_from), -inf elsewhere."""
+    q_pos = torch.arange(pos0, pos1, device=seen_from.device)[:, None]
+    return torch.where(seen_from <= q_pos, 0.0, float("-inf")).to(dtype)
+
+
+class _BandBias:
+    """The raw band's additive bias, [1,Tb,K]: query i (of Tb) sees raw key j (of K, the first
+    at ``offset`` positions from the first query) iff 0 <= i - offset - j < local. Blocks of
+    one call mostly share (offset, K, Tb), so each bias is built once."""
+
+    def __init__(self, local: int, dtype, device):
+        self.local, self.dtype, self.device, self.made = local, dtype, device, {}
+
+    def __call__(self, offset: int, keys: int, queries: int) -> torch.Tensor:
+        key = (offset, keys, queries)
+        if key not in self.made:
+            lag = torch.arange(queries, device=self.device)[:, None] - offset - torch.arange(keys, device=self.device)
+            seen = (lag >= 0) & (lag < self.local)
+            self.made[key] = torch.where(seen, 0.0, float("-inf")).to(self.dtype)[None]
+        return self.made[key]
 
 
 def _bulk_queries(block: int, bulk_rows: int, group: int) -> int:
@@ -244,19 +295,29 @@ def _bulk_queries(block: int, bulk_rows: int, group: int) -> int:
     return max(1, -(-bulk_rows // (group * block))) * block
 
 
-def _merge(parts, sink_rows):
-    """Softmax parts (out [B,Hk,G,R,D], lse [B,Hk,G,R]) -> their joint softmax output; the sink
-    [1,Hk,G,1] (or None) adds exp(sink) to the denominator and nothing to the numerator."""
-    total = parts[0][1] if len(parts) == 1 else torch.logaddexp(parts[0][1], parts[1][1])
+def _merge(dest, parts, seen_lse, sink_rows) -> None:
+    """Complete ``dest`` [B,Hk,G,R,D] (a view of the output) with softmax parts (out
+    [B,Hk,G,R,D], lse [B,Hk,G,R]): ``dest`` already holds the bulk part's output when
+    ``seen_lse`` (its lse) is given, and is overwritten otherwise. The joint softmax is the
+    parts weighted by exp(lse - total); the sink [1,Hk,G,1] (or None) adds exp(sink) to the
+    total and nothing to the output. In place: no merged temporary."""
+    lses = [lse for _, lse in parts] + ([] if seen_lse is None else [seen_lse])
+    total = lses[0]
+    for lse in lses[1:]:
+        total = torch.logaddexp(total, lse)
     if sink_rows is not None:
         total = torch.logaddexp(total, sink_rows)
-    if len(parts) == 1 and sink_rows is None:
-        return parts[0][0]
-    merged = None
-    for o, lse in parts:
-        term = torch.exp(lse - total)[..., None].to(o.dtype) * o
-        merged = term if merged is None else merged.add_(term)
-    return merged
+    if len(lses) == 1 and sink_rows is None:
+        dest.copy_(parts[0][0])
+        return
+    if seen_lse is not None:
+        dest.mul_(torch.exp(seen_lse - total)[..., None].to(dest.dtype))
+    for i, (o, lse) in enumerate(parts):
+        weight = torch.exp(lse - total)[..., None].to(o.dtype)
+        if i == 0 and seen_lse is None:
+            torch.mul(o, weight, out=dest)
+        else:
+            dest.addcmul_(o, weight)
 
 
 def _per_query_head(x: torch.Tensor, n_heads: int, dim: int) -> torch.Tensor:

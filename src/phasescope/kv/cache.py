@@ -30,8 +30,9 @@ class Growable:
     def view(self) -> torch.Tensor | None:
         return None if self.data is None else self.data.narrow(self.dim, 0, self.length)
 
-    def append(self, x: torch.Tensor) -> torch.Tensor:
-        """Add x at the end; returns all live items."""
+    def append(self, x: torch.Tensor, room: bool = True) -> torch.Tensor:
+        """Add x at the end; returns all live items. ``room``: a grown buffer keeps spare
+        capacity for later appends (False when the caller trims it right after)."""
         n_new = x.shape[self.dim]
         if self.data is None:
             self.data, self.length = x, n_new
@@ -42,7 +43,7 @@ class Growable:
             return self.data
         total = self.length + n_new
         if total > self.data.shape[self.dim]:
-            capacity = total + max(64, total // 8)
+            capacity = total + (max(64, total // 8) if room else 0)
             shape = list(x.shape)
             shape[self.dim] = capacity
             grown = x.new_empty(shape)

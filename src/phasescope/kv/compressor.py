@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from phasescope.kv.attention import KVView
 from phasescope.kv.config import PAD_END, CompressionConfig, head_entry_ends
 from phasescope.kv.poolers import Pooler
 
@@ -59,15 +58,18 @@ def new_entries(
     return ends, k, v
 
 
-def compact_entries(kv: KVView) -> None:
-    """Keep each head's entries sorted by end with padding last, and drop all-padding columns.
+def compact_entries(
+    comp_k: torch.Tensor, comp_v: torch.Tensor, comp_end: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Entries (k, v [B,Hk,N,D], ends [Hk,N]) with each head's sorted by end, padding last,
+    and all-padding columns dropped.
 
     Staggered heads complete windows at different steps, so appending per call leaves
     padding between real entries; compacting keeps the cache at one slot per entry.
     """
-    order = kv.comp_end.argsort(dim=1, stable=True)  # [Hk,N]
-    ends = kv.comp_end.gather(1, order)
+    order = comp_end.argsort(dim=1, stable=True)  # [Hk,N]
+    ends = comp_end.gather(1, order)
     keep = int((ends != PAD_END).sum(dim=1).max())
     order, ends = order[:, :keep], ends[:, :keep]
-    idx = order[None, :, :, None].expand(kv.comp_k.shape[0], -1, -1, kv.comp_k.shape[-1])
-    kv.comp_k, kv.comp_v, kv.comp_end = kv.comp_k.gather(2, idx), kv.comp_v.gather(2, idx), ends
+    idx = order[None, :, :, None].expand(comp_k.shape[0], -1, -1, comp_k.shape[-1])
+    return comp_k.gather(2, idx), comp_v.gather(2, idx), ends

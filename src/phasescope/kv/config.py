@@ -153,12 +153,22 @@ def head_entry_ends(cfg: CompressionConfig, start: int, stop: int, n_kv_heads: i
 
     Heads with fewer entries (``stagger``) are padded with ``PAD_END`` (never visible).
     """
+    if not cfg.stagger:  # every head alike: one row (a decode step mostly asks for none)
+        return entry_ends(start, stop, cfg.step, cfg.align).repeat(n_kv_heads, 1)
     per_head = [entry_ends(start, stop, cfg.step, cfg.head_align(h, n_kv_heads)) for h in range(n_kv_heads)]
     n = max(len(e) for e in per_head)
     out = torch.full((n_kv_heads, n), PAD_END, dtype=torch.long)
     for h, ends in enumerate(per_head):
         out[h, : len(ends)] = ends
     return out
+
+
+def first_window_start(cfg: CompressionConfig, start: int, n_kv_heads: int) -> int:
+    """Where the earliest window completing at or after ``start`` (of any KV head) begins."""
+    first_ends = (
+        entry_range(start, start + cfg.step, cfg.step, cfg.head_align(h, n_kv_heads)).start for h in range(n_kv_heads)
+    )
+    return min(first_ends) - cfg.window + 1
 
 
 # An end position no query ever reaches: padding slots of staggered heads.

@@ -24,7 +24,7 @@ from phasescope.errors import InputError
 from phasescope.kv.attention import KVView, joint_attention
 from phasescope.kv.cache import KVCache, LayerCache, cat_or_new, keep_last
 from phasescope.kv.compressor import compact_entries, new_entries
-from phasescope.kv.config import CompressionConfig, rope_positions
+from phasescope.kv.config import CompressionConfig, first_window_start, rope_positions
 from phasescope.kv.poolers import POOLERS
 from phasescope.kv.poolers.channel_gate import upcast
 from phasescope.model.config import ModelConfig
@@ -59,7 +59,7 @@ class Rotary(nn.Module):
         sin = torch.cat([angles.sin()] * 2, dim=-1).to(x.dtype)
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+        return (x * cos).addcmul_(rotated, sin)  # in place: one temporary fewer
 
 
 class Attention(nn.Module):
@@ -117,9 +117,9 @@ class Attention(nn.Module):
     def _forward_whole(self, x: torch.Tensor, start_pos: int, cache: LayerCache | None) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = self.project(x)
-        # the features are handed over unnamed: attend drops them once pooled, before attention,
-        # the step of the largest temporaries
-        out = self.attend(q, k, v, self._features(x, k, v), start_pos, cache, self.rope)
+        inputs = [q, k, v, self._features(x, k, v)]
+        del q, k, v  # handed over whole (see _attend_owned)
+        out = self._attend_owned(inputs, start_pos, cache, self.rope)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
     def _features(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
@@ -155,16 +155,29 @@ class Attention(nn.Module):
         x [..., P, D] at positions [..., P] and ``rope(x, -positions)`` must undo it; the
         model passes its own, a test can pass another layout (transformers' DeepSeek-V4 rope).
         """
+        return self._attend_owned([q, k, v, feats], start_pos, cache, rope)
+
+    def _attend_owned(self, inputs: list, start_pos: int, cache: LayerCache | None, rope: Rope) -> torch.Tensor:
+        """``attend`` on inputs [q, k, v, feats] handed over in a list it empties: this frame then
+        holds the only references, so the features are freed once pooled and the pre-RoPE
+        queries and keys once rotated, before attention makes its own temporaries."""
+        q, k, v, feats = inputs
+        inputs.clear()
+        cache = cache if cache is not None else LayerCache()
+        # pooled first: the features (the cache keeps the last w-1 tokens' own copy) are freed
+        # before RoPE makes its temporaries
+        entries = self._add_entries(cache, feats, start_pos, rope) if self.pooler is not None else {}
+        del feats
         positions = torch.arange(start_pos, start_pos + q.shape[2], device=q.device)
-        q, k = rope(q, positions), rope(k, positions)
+        q = rope(q, positions)  # one at a time: the unrotated queries are freed first
+        k = rope(k, positions)
         if self.scheme.value_rope:  # DeepSeek-V4: a value carries its position like its key
             v = rope(v, positions)
-        cache = cache if cache is not None else LayerCache()
-        raw_k, raw_v = cache.raw_k.append(k), cache.raw_v.append(v)
-        kv = KVView(raw_k=raw_k, raw_v=raw_v, raw_start=start_pos + q.shape[2] - raw_k.shape[2])
-        if self.pooler is not None:
-            self._add_entries(kv, cache, feats, start_pos, rope)
-        del feats  # pooled into entries (the cache keeps the last w-1 tokens' own copy)
+        # a sliding layer's prefill chunk is trimmed to the last L right after: no spare room
+        room = self.scheme.kind == "full" or q.shape[2] == 1
+        raw_k, raw_v = cache.raw_k.append(k, room), cache.raw_v.append(v, room)
+        del k, v  # a cache that held earlier tokens copied them (a chunked prefill's later chunks)
+        kv = KVView(raw_k=raw_k, raw_v=raw_v, raw_start=start_pos + q.shape[2] - raw_k.shape[2], **entries)
         out = self._attend(q, start_pos, kv)
         if self.scheme.kind != "full":  # later queries need only the last L raw tokens
             cache.raw_k.keep_last(self.scheme.local)
@@ -175,10 +188,17 @@ class Attention(nn.Module):
             out = rope(out, -positions)
         return out
 
-    def _add_entries(self, kv: KVView, cache: LayerCache, feats: torch.Tensor, start_pos: int, rope: Rope) -> None:
-        """Pool windows completed by the new tokens and join them to the cached entries."""
-        buf = cat_or_new(cache.pending, feats, 2)
-        buf_start = start_pos - (0 if cache.pending is None else cache.pending.shape[2])
+    def _add_entries(self, cache: LayerCache, feats: torch.Tensor, start_pos: int, rope: Rope) -> dict:
+        """Pool windows completed by the new tokens and join them to the cached entries; all
+        entries as KVView's fields (comp_k, comp_v, comp_end)."""
+        pending = cache.pending
+        # a call at a window boundary (no new window reaches back) that brings the next pending
+        # tokens itself pools from its own features: no copy of them behind the cached ones
+        if pending is not None and feats.shape[2] >= self.scheme.window - 1:
+            if first_window_start(self.scheme, start_pos, feats.shape[1]) >= start_pos:
+                pending = None
+        buf = cat_or_new(pending, feats, 2)
+        buf_start = start_pos - (0 if pending is None else pending.shape[2])
         ends, ck, cv = new_entries(self.pooler, self.scheme, buf, buf_start, start_pos)
         if ends.shape[1] and self.scheme.rope != "none":
             where = rope_positions(self.scheme, ends)  # [Hk,N]
@@ -186,14 +206,15 @@ class Attention(nn.Module):
             # angles serves them all (RoPE's trigonometry was a tenth of a short prefill)
             ck, cv = self._rotate_entries(ck, cv, where if self.scheme.stagger else where[:1], rope)
         cache.shared_kv = self._entry_value_is_key()
-        kv.comp_k, kv.comp_end = cache.comp_k.append(ck), cache.comp_end.append(ends)
-        kv.comp_v = kv.comp_k if cache.shared_kv else cache.comp_v.append(cv)
-        if self.scheme.stagger and kv.comp_end.shape[1] > ends.shape[1]:
-            compact_entries(kv)
-            cache.comp_k.replace(kv.comp_k)
-            cache.comp_v.replace(kv.comp_v)
-            cache.comp_end.replace(kv.comp_end)
+        comp_k, comp_end = cache.comp_k.append(ck), cache.comp_end.append(ends)
+        comp_v = comp_k if cache.shared_kv else cache.comp_v.append(cv)
+        if self.scheme.stagger and comp_end.shape[1] > ends.shape[1]:
+            comp_k, comp_v, comp_end = compact_entries(comp_k, comp_v, comp_end)
+            cache.comp_k.replace(comp_k)
+            cache.comp_v.replace(comp_v)
+            cache.comp_end.replace(comp_end)
         cache.pending = keep_last(buf, self.scheme.window - 1)
+        return dict(comp_k=comp_k, comp_v=comp_v, comp_end=comp_end)
 
     def _rotate_entries(self, ck, cv, where: torch.Tensor, rope: Rope):
         """Entry keys (and with ``value_rope`` values) [B,Hk,N,D] rotated at ``where`` [Hk or 1,N]."""

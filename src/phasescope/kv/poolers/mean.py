@@ -15,6 +15,8 @@ class MeanPooler(Pooler):
     summary = "average of the window's keys and values; no parameters"
 
     def pool(self, feats, valid):
+        if bool(valid.all()):  # whole windows (all but those reaching before position 0)
+            return self.split_kv(feats.mean(dim=3))  # a reduction in place: no permuted copy
         weights = valid.to(feats.dtype)
         weights = weights / weights.sum(-1, keepdim=True)  # [Hk,N,w]
         pooled = torch.einsum("hnw,bhnwf->bhnf", weights, feats)  # [B,Hk,N,F]
