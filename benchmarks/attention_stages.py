@@ -8,7 +8,8 @@ projections, the pooling features, adding the entries (pooling, RoPE of the entr
 appends), the attention proper (for the compressed layer also its parts: the entries'
 visibility biases, flash calls, merges), everything in ``attend`` (``_attend_owned``: RoPE of q
 and k, cache, the above) and the whole forward (with the output projection and, for the compressed layer, its
-chunking). Both layers run alternately in one process, so the machine's state is shared.
+chunking). Both layers run alternately in one process, so the machine's state is shared. The
+last row counts the ATen operations of one forward of each.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).parent))
 import phasescope.kv.attention as joint  # noqa: E402
@@ -83,6 +85,27 @@ def main() -> None:
             values = sorted(per_layer[kind][name])[: max(1, repeats * 3 // 4)]
             cells.append(f"{1e3 * sum(values) / len(values):11.2f}")
         print(f"{name:>16} " + " ".join(cells))
+    with torch.no_grad():
+        counts = [operations(layer, x) for layer in layers.values()]
+    print(f"{'aten ops':>16} " + " ".join(f"{n:11d}" for n in counts) + "  (per forward: the count of operations)")
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def operations(layer, x: torch.Tensor) -> int:
+    """ATen operations one forward dispatches (views included): at short lengths each costs
+    microseconds whatever its size."""
+    with _Count() as count:
+        layer(x, 0, None)
+    return count.calls
 
 
 if __name__ == "__main__":
