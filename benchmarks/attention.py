@@ -11,7 +11,8 @@ process's resident high-water mark during a whole-layer forward (input and weigh
 there) after a first one, measured in a fresh subprocess per configuration in which glibc
 returns every large block when freed (``LIVE_PEAK_ENV``: the peak of live memory); the first
 forward's rise, which also holds the process's one-time allocations, is reported beside it
-("1st"). Times come from another subprocess.
+("1st"; where the kernel refuses to reset the high-water mark, both columns show it). Times
+come from another subprocess.
 Prefill runs under no_grad, as scoring does: the compressed layer then reads inputs longer
 than ``Attention.chunked_from`` in chunks through its cache (two at least, of at most
 ``Attention.prefill_chunk``); the attention-only timing runs on the whole sequence at once.
@@ -98,7 +99,11 @@ def _peak_child(scheme_dict: dict, n_tokens: int, queue) -> None:
         base = _status_kib("VmRSS")
         attn(x, 0, None)
         first = _status_kib("VmHWM") - base
-        Path("/proc/self/clear_refs").write_text("5")  # resets the high-water mark to the current RSS
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # resets the high-water mark to the current RSS
+        except OSError:  # a kernel or sandbox that refuses: the first forward's rise stands for both
+            queue.put((first, first))
+            return
         base = _status_kib("VmRSS")
         attn(x, 0, None)
         queue.put((first, _status_kib("VmHWM") - base))

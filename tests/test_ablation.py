@@ -372,9 +372,11 @@ def test_hiding_one_kv_head_changes_only_its_query_heads(kv4_model):
         hook.remove()
     d = attn.head_dim
     before, after = (s.view(2, 60, 4, d) for s in seen)
+    # the hidden run takes the masked path, the plain one the inference fast path (its parts
+    # merged through log-sum-exps): equal up to float32 rounding
     for h in (0, 1, 3):
-        assert torch.equal(before[:, :, h], after[:, :, h])
-    assert not torch.allclose(before[:, :, 2], after[:, :, 2])
+        torch.testing.assert_close(after[:, :, h], before[:, :, h], rtol=1e-5, atol=1e-6)
+    assert (after[:, :, 2] - before[:, :, 2]).abs().max() > 1e-3
 
 
 def test_kv_entry_hiding_is_undone_after_an_error_and_refuses_bad_input(kv4_model):
