@@ -19,6 +19,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "niah.py": (["native", "--quick"], "items of 1,024 tokens"),
     "padding_search.py": (["--quick"], "| True"),
     "phase_ensemble.py": (["--quick"], "the ensemble costs"),
+    "prefill_ab.py": (["--quick"], "compressed / full prefill time"),
     "served.py": (["--quick"], "the three paths' log-probs equal: True"),
     "sweep_overhead.py": (["--quick"], "overhead"),
     "sweep_prefix.py": (["--quick"], "speed-up"),
