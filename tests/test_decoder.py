@@ -214,3 +214,24 @@ def test_chunked_inference_calls_forward_hooks_once():
     with torch.no_grad():
         model(torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(10)))
     assert calls == [T] * 4
+
+
+@pytest.mark.parametrize("name", sorted(n for n, scheme in SCHEME_CASES.items() if scheme.compressed))
+def test_entries_claimed_alike_end_alike_on_every_head(name):
+    """A layer tells attention its KV heads' entries end alike (skipping the per-step check)
+    only when they do: after a prefill and decode steps, across 4 KV heads."""
+    from phasescope.kv.cache import LayerCache
+
+    model = tiny_model(SCHEME_CASES[name], n_layers=1, n_heads=4, n_kv_heads=4)
+    attn = model.blocks[0].attn
+    cache, x = LayerCache(), torch.randn(1, T, 32, dtype=torch.float64)
+    claims = []
+    with torch.no_grad():
+        for start, stop in [(0, 17), *((t, t + 1) for t in range(17, T))]:
+            q, k, v = attn.project(x[:, start:stop])
+            entries = attn._add_entries(cache, attn._features(x[:, start:stop], k, v), start, attn.rope)
+            ends = entries["comp_end"]
+            claims.append(entries["ends_alike"])
+            if entries["ends_alike"]:
+                assert bool((ends == ends[:1]).all())
+    assert claims[-1] == (not SCHEME_CASES[name].stagger)

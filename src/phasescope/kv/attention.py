@@ -36,6 +36,9 @@ class KVView:
     comp_k: torch.Tensor | None = None  # [B,Hk,N,D]
     comp_v: torch.Tensor | None = None  # [B,Hk,N,D]
     comp_end: torch.Tensor | None = None  # [Hk,N] long
+    # True when the caller knows every KV head's entries end alike (no stagger): the attention
+    # then need not compare comp_end's rows (O(N) per decode step)
+    ends_alike: bool = False
 
 
 def joint_attention(
@@ -81,7 +84,12 @@ def joint_attention(
 
 
 def _entry_ends_differ(kv: KVView) -> bool:
-    return kv.comp_end is not None and kv.comp_end.shape[0] > 1 and not bool((kv.comp_end == kv.comp_end[:1]).all())
+    return (
+        not kv.ends_alike
+        and kv.comp_end is not None
+        and kv.comp_end.shape[0] > 1
+        and not bool((kv.comp_end == kv.comp_end[:1]).all())
+    )
 
 
 def _is_prefix_decode(kv: KVView, local, select) -> bool:

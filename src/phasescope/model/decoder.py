@@ -190,7 +190,7 @@ class Attention(nn.Module):
 
     def _add_entries(self, cache: LayerCache, feats: torch.Tensor, start_pos: int, rope: Rope) -> dict:
         """Pool windows completed by the new tokens and join them to the cached entries; all
-        entries as KVView's fields (comp_k, comp_v, comp_end)."""
+        entries as KVView's fields (comp_k, comp_v, comp_end, ends_alike)."""
         pending = cache.pending
         # a call at a window boundary (no new window reaches back) that brings the next pending
         # tokens itself pools from its own features: no copy of them behind the cached ones
@@ -214,7 +214,7 @@ class Attention(nn.Module):
             cache.comp_v.replace(comp_v)
             cache.comp_end.replace(comp_end)
         cache.pending = keep_last(buf, self.scheme.window - 1)
-        return dict(comp_k=comp_k, comp_v=comp_v, comp_end=comp_end)
+        return dict(comp_k=comp_k, comp_v=comp_v, comp_end=comp_end, ends_alike=not self.scheme.stagger)
 
     def _rotate_entries(self, ck, cv, where: torch.Tensor, rope: Rope):
         """Entry keys (and with ``value_rope`` values) [B,Hk,N,D] rotated at ``where`` [Hk or 1,N]."""
