@@ -108,9 +108,7 @@ def _decode_attention(q, q_start: int, kv: KVView, local: int, strict: bool, sin
     b, h, _, d = q.shape
     hk = kv.raw_k.shape[1]
     rows = q.reshape(b, hk, h // hk, d) * d**-0.5  # [B,Hk,G,D]
-    last_visible_end = q_start - 1 if strict else q_start
-    ends = kv.comp_end[0]
-    n = int(torch.searchsorted(ends, torch.tensor([last_visible_end], device=ends.device), right=True))
+    n = int(_entries_seen([q_start], kv.comp_end[:1], strict))
     lo = max(q_start - local + 1 - kv.raw_start, 0)
     hi = min(q_start + 1 - kv.raw_start, kv.raw_k.shape[2])
     comp_k, comp_v = kv.comp_k[:, :, :n], kv.comp_v[:, :, :n]
@@ -220,12 +218,14 @@ def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink
     # without stagger every KV head sees the same keys: one bias row broadcast over the heads
     mask_heads = hk if _entry_ends_differ(kv) else 1
     sink_rows = None if sink is None else sink.to(torch.promote_types(q.dtype, torch.float32)).view(1, hk, g, 1)
-    seen_from = kv.comp_end[:mask_heads] + int(strict)  # [mh,N] first query position seeing each entry
+    ends = kv.comp_end[:mask_heads]
     bulk_starts = list(range(0, t, bulk))
     block_starts = list(range(0, t, block))
     # entries seen by every head at a bulk block's first query; by some head at a block's last
-    n_bulk = _entries_seen([q_start + b0 for b0 in bulk_starts], seen_from).amin(dim=0).tolist()
-    n_block = _entries_seen([q_start + min(t, t0 + block) - 1 for t0 in block_starts], seen_from).amax(dim=0).tolist()
+    n_bulk = _entries_seen([q_start + b0 for b0 in bulk_starts], ends, strict).amin(dim=0).tolist()
+    n_block = (
+        _entries_seen([q_start + min(t, t0 + block) - 1 for t0 in block_starts], ends, strict).amax(dim=0).tolist()
+    )
     band = _BandBias(local, q.dtype, q.device)
     for b0, n_seen in zip(bulk_starts, n_bulk, strict=True):
         b1 = min(t, b0 + bulk)
@@ -246,7 +246,7 @@ def _split_attention(q, kv: KVView, q_start: int, local: int, strict: bool, sink
             # the raw band and the block's new entries in two calls, read in place (no key copy)
             parts = [_flash_part(rows, kv.raw_k[:, :, lo:hi], kv.raw_v[:, :, lo:hi], band_bias, g)]
             if n_end > n_seen:
-                entry_bias = _visible_bias(seen_from[:, None, n_seen:n_end], pos0, pos1, q.dtype)  # [mh,Tb,Ne]
+                entry_bias = _visible_bias(ends[:, None, n_seen:n_end], strict, pos0, pos1, q.dtype)  # [mh,Tb,Ne]
                 o, lse = _flash_part(rows, kv.comp_k[:, :, n_seen:n_end], kv.comp_v[:, :, n_seen:n_end], entry_bias, g)
                 # a query that sees none of them (not even the earliest) gets lse 0 from the kernel:
                 # -inf gives that part no weight
@@ -268,17 +268,24 @@ def _flash_part(rows, keys, values, bias, group: int):
     return o.reshape(b, hk, group, tb, d), lse.reshape(b, hk, group, tb)
 
 
-def _entries_seen(positions: list[int], seen_from: torch.Tensor) -> torch.Tensor:
-    """Per head (row of seen_from [mh,N], ascending), how many entries a query at each of
-    ``positions`` sees: [mh, len(positions)] counts."""
-    where = torch.tensor(positions, device=seen_from.device).expand(seen_from.shape[0], -1).contiguous()
-    return torch.searchsorted(seen_from.contiguous(), where, right=True)
+def _entries_seen(positions: list[int], ends: torch.Tensor, strict: bool) -> torch.Tensor:
+    """Per head (row of ends [mh,N], ascending), how many entries a query at each of
+    ``positions`` sees (an entry is seen from its end on, or after it when strict):
+    [mh, len(positions)] counts."""
+    last_end = [p - 1 if strict else p for p in positions]  # the last end a query there sees
+    where = torch.tensor(last_end, device=ends.device).expand(ends.shape[0], -1).contiguous()
+    return torch.searchsorted(ends.contiguous(), where, right=True)
 
 
-def _visible_bias(seen_from: torch.Tensor, pos0: int, pos1: int, dtype) -> torch.Tensor:
-    """0 where query pos0..pos1-1 sees an entry (position >= seen_from), -inf elsewhere."""
-    q_pos = torch.arange(pos0, pos1, device=seen_from.device)[:, None]
-    return torch.where(seen_from <= q_pos, 0.0, float("-inf")).to(dtype)
+def _visible_bias(ends: torch.Tensor, strict: bool, pos0: int, pos1: int, dtype) -> torch.Tensor:
+    """The additive bias of queries pos0..pos1-1 over entries ending at ``ends``."""
+    q_pos = torch.arange(pos0, pos1, device=ends.device)[:, None]
+    return _additive_bias((ends < q_pos) if strict else (ends <= q_pos), dtype)
+
+
+def _additive_bias(seen: torch.Tensor, dtype) -> torch.Tensor:
+    """A boolean visibility mask as the kernels' additive bias: 0 where seen, -inf elsewhere."""
+    return torch.where(seen, 0.0, float("-inf")).to(dtype)
 
 
 class _BandBias:
@@ -294,7 +301,7 @@ class _BandBias:
         if key not in self.made:
             lag = torch.arange(queries, device=self.device)[:, None] - offset - torch.arange(keys, device=self.device)
             seen = (lag >= 0) & (lag < self.local)
-            self.made[key] = torch.where(seen, 0.0, float("-inf")).to(self.dtype)[None]
+            self.made[key] = _additive_bias(seen, self.dtype)[None]
         return self.made[key]
 
 
@@ -341,7 +348,7 @@ def _fused_attention(q, keys, values, mask, sink):
     """
     h, d = q.shape[1], q.shape[-1]
     scale = d**-0.5
-    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    bias = _additive_bias(mask, q.dtype)
     # a 4-d mask keeps torch on its fused CPU kernel (3-d falls back to the math path)
     bias = (bias if mask.shape[0] == 1 else _per_query_head(bias, h, dim=0))[None]
     if sink is None:
