@@ -25,7 +25,13 @@ KINDS = sorted(BACKENDS) + ["python"]
 
 def a_value_other_than(declared):
     """A valid value off the declared default (what a user could pass)."""
-    special = {"dtype": "bfloat16", "device": "meta", "compress": "mean:s=4", "tokenizer": "qwen3"}
+    special = {
+        "dtype": "bfloat16",
+        "device": "meta",
+        "compress": "mean:s=4",
+        "tokenizer": "qwen3",
+        "answers": "generation",
+    }
     if declared.name in special:
         return special[declared.name]
     default = declared.default

@@ -243,3 +243,28 @@ def test_a_server_without_return_token_ids_is_read_through_the_echo(served):
     finally:
         server.prompt_ids_returned = True
     assert len(records) == 24
+
+
+@pytest.mark.parametrize("path", ["no-echo", "echo", "per-candidate"])
+def test_generation_answers_agree_with_teacher_forcing_on_a_healthy_server(served, path):
+    """--answers generation: one greedy request more per item decides `correct`, on every request
+    path; on a server whose greedy decoding is its teacher-forced argmax the records are the same
+    but for answer_from, and request_lengths gains the prompt's length."""
+    server, directory = served
+    server.prompt_ids_returned = path != "echo"
+    server.token_ids_supported = path != "per-candidate"
+    try:
+        spec = f"openai:{server.url}#tiny"
+        forced = phasescope.sweep(spec, step=4, samples=1, options=options(directory)).records
+        before = server.requests
+        generated = phasescope.sweep(spec, step=4, samples=1, options=options(directory, answers="generation")).records
+        sent = server.requests - before
+    finally:
+        server.prompt_ids_returned = server.token_ids_supported = True
+    assert sent == {"no-echo": 24 + 24, "echo": 1 + 24 + 24, "per-candidate": 1 + 24 * 4 + 24}[path]
+    for a, b in zip(forced, generated, strict=True):
+        assert (a.answer_from, b.answer_from) == ("teacher-forced", "generation")
+        assert a.correct == b.correct and a.logprobs == pytest.approx(b.logprobs, abs=1e-6)
+        length = a.answer_pos
+        assert a.request_lengths == ([length + 1] if path == "per-candidate" else [length])
+        assert b.request_lengths == ([length, length + 1] if path == "per-candidate" else [length])

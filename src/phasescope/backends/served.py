@@ -10,6 +10,13 @@ batch; a server without it gets the per-candidate requests). The ids the server
 echoes must equal those sent — a mismatch is an error naming the first differing position.
 A candidate is greedily right when the top-1 token at each of its positions is its token.
 
+``--answers generation`` decides ``correct`` instead from one greedy request of the answer's
+length from the prompt alone (as a deployed stack decodes it: one prefill of the prompt's L
+tokens, then decode steps); the log-probs stay teacher-forced. Teacher forcing sends the prompt
+plus the answer so far (lengths L, L+1, ...), so a serving-stack bug keyed to the prompt's length
+shows at several lengths per item: each result carries ``request_lengths`` (the distinct prompt
+lengths of its requests) and ``answer_from`` (``teacher-forced`` or ``generation``).
+
 Requests run ``concurrency`` at a time, each within a deadline of ``--timeout`` seconds for the
 whole exchange (a server that drips bytes is cut off); 5xx answers, dropped connections,
 deadlines and unreadable JSON are retried with exponential backoff, HTTP 429 after the server's
@@ -41,6 +48,9 @@ EXAMPLE = "openai:http://localhost:8000/v1#MODEL"
 PANEL = "Served model (openai:)"
 
 
+ANSWERS = ("teacher-forced", "generation")  # --answers: the default first
+
+
 def served_option(default, help: str, **kw):
     return model_option(default, help, panel=PANEL, **kw)
 
@@ -65,10 +75,20 @@ class Options(BackendOptions):
     api_key_env: str = served_option(
         "OPENAI_API_KEY", "openai: environment variable holding the API key (never logged or stored).", metavar="VAR"
     )
+    answers: str = served_option(
+        ANSWERS[0],
+        "openai: how `correct` is decided for multi-token answers: teacher-forced (each answer token read after "
+        "the prompt + the answer so far, one request per distinct prefix) or generation (one greedy request of the "
+        "answer's length from the prompt, as a deployed stack decodes it; the log-probs stay teacher-forced).",
+        metavar="MODE",
+        measured=True,  # `correct` can differ between the two (a length-keyed stack bug): a resume must not mix them
+    )
 
     def check(self) -> None:
         if self.concurrency < 1 or self.retries < 0 or not self.timeout > 0 or self.backoff < 0:
             raise InputError("--concurrency >= 1, --retries >= 0, --timeout > 0 and --backoff >= 0 are required")
+        if self.answers not in ANSWERS:
+            raise InputError(f"--answers {self.answers!r} is invalid; allowed: {' | '.join(ANSWERS)}")
 
 
 TOKEN_PREFIX = "token_id:"
@@ -125,8 +145,10 @@ class ServedModel(Backend):
     def cost(self, records: int, sequences: int, candidates: int, prefixes: int = 0) -> dict:
         """Without echo (the path a server with logprob_token_ids and return_token_ids gets): one
         request per distinct candidate prefix of each item, so one per item when every candidate
-        is one token; the echo fallback for a server without logprob_token_ids: one per candidate."""
-        return {"requests": prefixes or sequences, "requests_without_logprob_token_ids": candidates}
+        is one token; the echo fallback for a server without logprob_token_ids: one per candidate.
+        ``--answers generation`` adds one greedy request per item (record) to either."""
+        extra = records if self.options.answers == "generation" else 0
+        return {"requests": (prefixes or sequences) + extra, "requests_without_logprob_token_ids": candidates + extra}
 
     @property
     def scoring_path(self) -> str:
@@ -138,12 +160,38 @@ class ServedModel(Backend):
         return "echo: one echoed request per candidate (the server lacks logprob_token_ids)"
 
     def score(self, items: list[ProbeItem]) -> list[dict]:
-        """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``).
+        """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``), and
+        request_lengths (the distinct prompt lengths of the item's requests) and answer_from.
 
         Tried in order on the first batch, the first that works is kept: no echo (the candidates'
         log-probs at each distinct candidate prefix through ``logprob_token_ids``, the ids the
         server read through ``return_token_ids``), then one echoed request per item
-        (single-token candidates), then one echoed request per candidate."""
+        (single-token candidates), then one echoed request per candidate. With ``--answers
+        generation``, one greedy request per item then decides ``greedy`` (the log-probs stay)."""
+        results = self._teacher_forced(items)
+        if self.options.answers != "generation":
+            return [r | {"answer_from": "teacher-forced"} for r in results]
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+            greedy = list(pool.map(self._answer_generated, items))
+        return [
+            r
+            | {
+                "greedy": g,
+                "answer_from": "generation",
+                "request_lengths": sorted({*r["request_lengths"], len(item.input_ids)}),
+            }
+            for item, r, g in zip(items, results, greedy, strict=True)
+        ]
+
+    def _answer_generated(self, item: ProbeItem) -> bool:
+        """Whether greedy decoding from the prompt alone, as many tokens as the target has,
+        produces the target (a stop before its length is wrong)."""
+        target = list(item.candidates[item.target])
+        return self._greedy(item, len(target), check_read=bool(self.no_echo)) == target
+
+    def _teacher_forced(self, items: list[ProbeItem]) -> list[dict]:
+        """``score`` without ``--answers generation``: every token read after the prompt + the
+        answer so far."""
         if self.no_echo is not False:
             try:
                 with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
@@ -169,7 +217,14 @@ class ServedModel(Backend):
         jobs = [(item, name, tokens) for item in items for name, tokens in item.candidates.items()]
         with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
             answers = list(pool.map(lambda job: self._candidate(*job), jobs))
-        results = {id(item): {"logprobs": {}, "greedy": False} for item in items}
+        results = {
+            id(item): {
+                "logprobs": {},
+                "greedy": False,
+                "request_lengths": sorted({len(item.input_ids) + len(c) for c in item.candidates.values()}),
+            }
+            for item in items
+        }
         for (item, name, _), (logprob, greedy) in zip(jobs, answers, strict=True):
             result = results[id(item)]
             result["logprobs"][name] = logprob
@@ -192,7 +247,12 @@ class ServedModel(Backend):
             raise FastPathUnavailable
         scores = {name: top[tokens[0]] for name, tokens in item.candidates.items()}
         greedy = ids[len(sent)] == item.candidates[item.target][0]
-        return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+        return {
+            "greedy": greedy,
+            "logprob_target": scores[item.target],
+            "logprobs": scores,
+            "request_lengths": [len(sent)],
+        }
 
     def _item_no_echo(self, item: ProbeItem) -> dict:
         """Every candidate teacher-forced without echo: one request per distinct candidate prefix
@@ -209,7 +269,12 @@ class ServedModel(Backend):
         }
         target = item.candidates[item.target]
         greedy = all(answers[tuple(target[:j])][0] == t for j, t in enumerate(target))
-        return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}
+        return {
+            "greedy": greedy,
+            "logprob_target": scores[item.target],
+            "logprobs": scores,
+            "request_lengths": sorted({len(item.input_ids) + len(prefix) for prefix in following}),
+        }
 
     def _next(self, item: ProbeItem, extra: list[int], wanted: list[int]) -> tuple[int, dict[int, float]]:
         """(greedy next token, {token: log-prob} of ``wanted``) after the prompt + ``extra``."""
@@ -314,20 +379,33 @@ class ServedModel(Backend):
 
     def generate(self, item: ProbeItem) -> list[int]:
         """Greedy continuation ids of ``item`` (its ``generate``), cut where the local loop would stop."""
-        body = self._body(item.input_ids) | {"max_tokens": item.generate.max_tokens, "echo": False}
-        logprobs = self._choice(self._post(body, item), item).get("logprobs")
+        out: list[int] = []
+        for token in self._greedy(item, item.generate.max_tokens):
+            out.append(token)
+            if item.generate.done(out):
+                break
+        return out
+
+    def _greedy(self, item: ProbeItem, max_tokens: int, check_read: bool = False) -> list[int]:
+        """The ids greedy decoding (temperature 0) generates after ``item``'s prompt, at most
+        ``max_tokens`` (fewer where the server stops); ``check_read``: ask ``return_token_ids``
+        and check that the server read the ids sent."""
+        body = self._body(item.input_ids) | {"max_tokens": max_tokens, "echo": False}
+        if check_read:
+            body["return_token_ids"] = True
+        choice = self._choice(self._post(body, item), item)
+        if check_read and choice.get("prompt_token_ids") is not None:
+            self._check_read(choice["prompt_token_ids"], item.input_ids, item)
+        logprobs = choice.get("logprobs")
         tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
         if not isinstance(tokens, list):
             raise InputError(
                 f"{self.url}: the server returned no generated tokens (content {item.content_id}, offset "
                 f"{item.offset}); phasescope needs logprobs with return_tokens_as_token_ids (vLLM)"
             )
-        out: list[int] = []
-        for token in tokens:
-            out.append(self._token_id(token, item))
-            if item.generate.done(out):
-                break
-        return out
+        if len(tokens) > max_tokens:
+            raise self._malformed(f"{len(tokens)} tokens generated where at most {max_tokens} were asked", item)
+        return [self._token_id(token, item) for token in tokens]
 
     def _token_id(self, token, item: ProbeItem) -> int:
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
