@@ -23,6 +23,7 @@ ORDER = [
     "validation",
     "limits",
     "options",
+    "designs",  # the sweep designs: where each puts the needle and the prompt end
     "specs",
     "rundir",  # the run directory: its files (atomic writes), records, metrics and RunDir
     "theory",
@@ -49,7 +50,7 @@ ORDER = [
     "__main__",
 ]
 TORCH_FREE = {
-    "errors", "version", "validation", "limits", "options", "specs", "rundir",
+    "errors", "version", "validation", "limits", "options", "designs", "specs", "rundir",
     "analysis", "reporting", "results",
 }  # fmt: skip
 

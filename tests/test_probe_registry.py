@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from phasescope.data.retrieval import RetrievalTask
+from phasescope.designs import DESIGN_MOVES, DESIGNS
 from phasescope.probes import PROBES, build_probe, declared_options, options_class, probe_module, probe_spec
 from phasescope.probes.base import ProbeContext, ProbeError, judge
 from phasescope.probes.options import ProbeOptions
-from phasescope.specs import DESIGNS, Geometry
+from phasescope.specs import Geometry
 
 TASK = RetrievalTask(
     n_keys=32, n_values=32, n_filler=8, n_pairs=16, n_queries=8, max_gap=2, min_distance=8, seq_len=128
@@ -66,10 +67,12 @@ def test_each_registered_probe_puts_the_anchor_at_base_plus_the_offset(name, des
     ctx = ProbeContext(spec, GEOMETRY, tokenizer=tokenizer if text else None, task=task)
     items = build_probe(ctx).items(OFFSETS, 3, np.random.default_rng(0))
 
-    base = {(it.content_id, it.variant): it.anchor_pos for it in items if it.offset == 0}
+    # the position the design moves by the offset: the needle's, or the prompt end's (shift-end)
+    moved = (lambda it: it.anchor_pos) if "needle" in DESIGN_MOVES[design] else (lambda it: it.answer_pos)
+    base = {(it.content_id, it.variant): moved(it) for it in items if it.offset == 0}
     assert len(base) >= 3 and len(items) == len(base) * len(OFFSETS)
     for item in items:
-        assert item.anchor_pos == base[(item.content_id, item.variant)] + item.offset
+        assert moved(item) == base[(item.content_id, item.variant)] + item.offset
         assert item.answer_pos == len(item.input_ids) and item.target in item.candidates
         right = {"greedy": True, "logprobs": {c: (0.0 if c == item.target else -5.0) for c in item.candidates}}
         wrong = {"greedy": False, "logprobs": {c: (-5.0 if c == item.target else 0.0) for c in item.candidates}}

@@ -18,10 +18,10 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from phasescope.designs import DESIGNS  # noqa: F401  (re-exported: where sweeps read the design names)
 from phasescope.errors import InputError
 
 SCHEMA = 2  # spec.json's layout; run directories of schema 1 (no "schema" key) still resume
-DESIGNS = ("shift-needle", "pad-prefix")
 MAX_SAMPLES = 100_000  # contents per sweep; more would take days to check and score, and hung silently
 
 

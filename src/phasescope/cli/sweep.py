@@ -293,8 +293,22 @@ def sweep(**given) -> None:
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
         prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
     console.print(f"geometry: {prepared.geometry.describe()}", highlight=False)  # before scoring: what phases mean
+    console.print(f"design: {design_line(prepared.probe)}", highlight=False)
     result = run_prepared(prepared, run, say=lambda text: console.print(text, highlight=False))
     print_sweep(result, run, time.perf_counter() - start)
+
+
+def design_line(probe) -> str:
+    """Which phases the probe's design moves and which it holds (docs/design.md, 'Where the phase lives')."""
+    from phasescope.designs import describe
+
+    design = getattr(getattr(probe, "params", None), "design", None)
+    if design is not None:
+        return f"{design} {describe(design)}"
+    return (
+        "the answer moves: its first token is the anchor and the prompt end, so the needle's and the prompt end's "
+        "phase move together and their distance is held at 0"
+    )
 
 
 def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:

@@ -42,10 +42,10 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
+from phasescope.designs import DESIGN_HELP, DESIGNS, end_shifts, most_end_filler, needle_moves, prefix_padded
 from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, check_depth_and_gaps
 from phasescope.probes.kv_retrieval_text import PAIR_FORMATS, TextKVRetrievalProbe, TextKVSpec
 from phasescope.probes.options import ProbeOptions, chat_template_option, filler_option, option, parse_gaps
-from phasescope.specs import DESIGNS
 
 SUMMARY = "haystack of key-value pairs, query one key: native ids (the model's task) or text (a tokenizer)"
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
@@ -55,11 +55,7 @@ MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millio
 class Options(ProbeOptions):
     """kv-retrieval's `phasescope sweep` options (probes/options.py)."""
 
-    design: str = option(
-        "shift-needle",
-        "Placement: shift-needle (the needle moves, length fixed) or pad-prefix (d filler tokens after BOS).",
-        metavar="DESIGN",
-    )
+    design: str = option("shift-needle", DESIGN_HELP, metavar="DESIGN")
     depth: float = option(
         0.5,
         "kv-retrieval: where the needle sits in the haystack, 0 (earliest) to 1 (latest).",
@@ -135,8 +131,8 @@ class KVRetrievalProbe(Probe):
     summary = "haystack of key->value pairs; query one key, the answer is its value"
     has_keys = True
 
-    def __init__(self, task: RetrievalTask, spec: KVRetrievalSpec | None = None, min_gap: int = 0):
-        self.params, self.min_gap = spec or KVRetrievalSpec(), min_gap
+    def __init__(self, task: RetrievalTask, spec: KVRetrievalSpec | None = None, min_gap: int = 0, step: int = 1):
+        self.params, self.min_gap, self.step = spec or KVRetrievalSpec(), min_gap, step
         if self.params.n_pairs and self.params.n_pairs != task.n_pairs:  # scale the haystack, keep the rest
             extra = (self.params.n_pairs - task.n_pairs) * (task.pair_len + task.max_gap)
             task = replace(task, n_pairs=self.params.n_pairs, seq_len=task.seq_len + max(extra, 0))
@@ -154,7 +150,7 @@ class KVRetrievalProbe(Probe):
         if answer is None:
             answer = t.seq_len - t.n_queries * t.query_len + 1 + t.key_len  # the first query's, in a row
         query_start = answer - 1 - t.key_len
-        moves = span if self.params.design == "shift-needle" else 0
+        moves = span if needle_moves(self.params.design) else 0
         last = min(
             query_start - t.min_distance - t.pair_len - moves - 1,  # as in training: beyond min_distance
             answer - t.pair_len - self.min_gap - moves,  # beyond the model's raw window + one window
@@ -185,8 +181,9 @@ class KVRetrievalProbe(Probe):
             content = self._long_content(span, rng) if long else self._content(span, rng)
             if long:
                 base = self.base(span, len(content["haystack"]) + self.task.pair_len)
+            ends = end_shifts(self.params.design, offsets, self.step, rng)
             yield [
-                self._place(content, content_id, d, base, gap, variant)
+                self._place(content, content_id, d, base, gap, variant, ends[d])
                 for variant, gap in enumerate(self.params.kv_gaps)
                 for d in offsets
             ]
@@ -210,7 +207,14 @@ class KVRetrievalProbe(Probe):
         pad = [int(x) for x in rng.choice(t.filler_ids, size=span)]
         widest = max(self.params.kv_gaps)  # drawn only when asked, so default sweeps keep their content
         gap_fill = [int(x) for x in rng.choice(t.filler_ids, size=widest)] if widest else []
-        return {"needle": needle, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
+        content = {"needle": needle, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
+        return content | self._end_fill(span, rng)
+
+    def _end_fill(self, span: int, rng: np.random.Generator) -> dict:
+        """Filler for the designs that move the prompt end (drawn only for them, so the other
+        designs' contents stay as they were)."""
+        most = most_end_filler(self.params.design, span, self.step)
+        return {"end_fill": [int(x) for x in rng.choice(self.task.filler_ids, size=most)] if most else []}
 
     def _long_content(self, span: int, rng: np.random.Generator) -> dict:
         """Training rows end to end (queries cut off) up to ``context_tokens``, a fresh needle,
@@ -218,7 +222,8 @@ class KVRetrievalProbe(Probe):
         t = self.task
         key = [int(x) for x in t.key_ids[rng.integers(0, t.n_keys, size=t.key_len)]]
         value = [int(x) for x in t.value_ids[rng.integers(0, t.n_values, size=t.value_len)]]
-        pad_room = span if self.params.design == "pad-prefix" else 0
+        pad_room = span if prefix_padded(self.params.design) else 0
+        pad_room += most_end_filler(self.params.design, span, self.step)
         room = self.params.context_tokens - t.query_len - t.pair_len - max(self.params.kv_gaps) - pad_room
         query_start = t.seq_len - t.n_queries * t.query_len
         hay, pairs = [BOS], []
@@ -235,15 +240,21 @@ class KVRetrievalProbe(Probe):
         widest = max(self.params.kv_gaps)
         gap_fill = [int(x) for x in rng.choice(t.filler_ids, size=widest)] if widest else []
         haystack = hay[:room] + [QUERY] + key
-        return {"needle": key + value, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
+        content = {"needle": key + value, "haystack": haystack, "pairs": pairs, "pad": pad, "gap_fill": gap_fill}
+        return content | self._end_fill(span, rng)
 
-    def _place(self, content: dict, content_id: int, d: int, base: int, gap: int, variant: int) -> ProbeItem:
+    def _place(
+        self, content: dict, content_id: int, d: int, base: int, gap: int, variant: int, end: int = 0
+    ) -> ProbeItem:
+        """Content at offset ``d``; ``end``: filler tokens before the question (designs.end_shifts)."""
         t, p = self.task, self.params
-        at = base + (d if p.design == "shift-needle" else 0) - gap  # in the haystack without the needle
-        pad = content["pad"][:d] if p.design == "pad-prefix" else []
-        hay = content["haystack"]
+        at = base + (d if needle_moves(p.design) else 0) - gap  # in the haystack without the needle
+        pad = content["pad"][:d] if prefix_padded(p.design) else []
+        hay, question = content["haystack"], 1 + t.key_len  # the haystack ends with the question: QUERY key
         key_ids, value_ids = content["needle"][: t.key_len], content["needle"][t.key_len :]
-        prompt = hay[:1] + pad + hay[1:at] + key_ids + content["gap_fill"][:gap] + value_ids + hay[at:]
+        needle = key_ids + content["gap_fill"][:gap] + value_ids
+        rest = hay[at:-question] + content["end_fill"][:end] + hay[-question:]
+        prompt = hay[:1] + pad + hay[1:at] + needle + rest
         key_pos = len(pad) + at
         candidates = {"right": value_ids}
         for name, values in self._distractors(content, at):
@@ -261,6 +272,7 @@ class KVRetrievalProbe(Probe):
             value_pos=value_pos,
             value_last=value_pos + t.value_len - 1,
             variant=variant,
+            padding={"end_tokens": end} if end else None,
         )
         if prompt[value_pos : value_pos + t.value_len] != value_ids or prompt[-t.key_len :] != key_ids:
             raise ProbeError(f"internal: needle not at its planned position {key_pos}")
@@ -306,7 +318,7 @@ def build(ctx: ProbeContext) -> Probe:
         if p.pair_format != "auto" or p.filler is not None:
             raise ProbeError("--pair-format and --filler are for text probes; a native model's task fixes its ids")
         spec = KVRetrievalSpec(design=p.design, depth=p.depth, kv_gaps=p.kv_gaps, context_tokens=p.context_tokens)
-        return KVRetrievalProbe(ctx.task, spec, min_gap=ctx.min_gap)
+        return KVRetrievalProbe(ctx.task, spec, min_gap=ctx.min_gap, step=ctx.geometry.step)
     if ctx.tokenizer is None:
         raise ProbeError(
             f"kv-retrieval needs the ids of the task {ctx.model} was trained on or a tokenizer, and it has neither: "

@@ -58,11 +58,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from phasescope.designs import DESIGNS, end_shifts, most_end_filler, needle_moves, prefix_padded
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_depth_and_gaps
 from phasescope.probes.padding import Padding, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
 from phasescope.probes.pairs import FORMATS, PairFormat, encode_many_fast
-from phasescope.specs import DESIGNS
 
 LINE = 4  # fewest tokens a haystack line can take: key, separator, value, newline
 FILLERS = (" .", " -", " ~", " =", "\n", " ")  # filler units, tried in order when --filler is not given
@@ -233,9 +233,10 @@ class TextKVRetrievalProbe(Probe):
         question's last token at every offset: (1 - depth) * (H - moves) + question >= min_gap - 1
         (lines of at least LINE tokens)."""
         question_len = len(self.ask[0]) + 1 + len(self.ask[1])
-        moves = span if self.params.design == "shift-needle" else 0
+        moves = span if needle_moves(self.params.design) else 0
         if self.params.depth >= 1 and self.min_gap > question_len + 1:
             raise ProbeError("depth=1 puts the needle right before the question, inside the raw window; lower --depth")
+        question_len += most_end_filler(self.params.design, span, self.step)  # filler the design may add there
         room = max(0, self.min_gap - 1 - question_len) / max(1 - self.params.depth, 1e-9)
         first = 2 * LINE + max(self.params.kv_gaps)
         same_phase = self.step if self.params.same_phase else 0  # the base may move by up to a step
@@ -260,8 +261,9 @@ class TextKVRetrievalProbe(Probe):
         for content_id in range(n_samples):
             content = self._content(span, rng)
             self._check_content(content, content_id, offsets[0])
+            ends = end_shifts(self.params.design, offsets, self.step, rng)
             yield [
-                self._place(content, content_id, d, gap, variant)
+                self._place(content, content_id, d, gap, variant, ends[d])
                 for variant, gap in enumerate(self.params.kv_gaps)
                 for d in offsets
             ]
@@ -273,7 +275,7 @@ class TextKVRetrievalProbe(Probe):
         ends = np.cumsum([len(line) for line in lines]).tolist()
         slack = max(len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True)) - 1
         lead = int(rng.integers(0, slack + 1))
-        moves = span if self.params.design == "shift-needle" else 0
+        moves = span if needle_moves(self.params.design) else 0
         # the needle (its key moved back by a gap) after the lead and the first line, so fillers never touch
         first = 2 * (slack + 1) + max(self.params.kv_gaps)
         base = first + int(self.params.depth * max(0, lead + ends[-1] - moves - first))
@@ -311,7 +313,9 @@ class TextKVRetrievalProbe(Probe):
         longest = max(len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True))
         fixed = len(self.head) + len(self.ask[0]) + len(self.ask[1]) + max(map(len, keys)) + max(map(len, values))
         fixed += 2 * longest - 1 + max(self.params.kv_gaps)  # the lead (< a line) and the needle line
-        fixed += longest - 1 if self.params.design == "shift-needle" else span  # filler around the needle, or pad
+        design = self.params.design  # filler around the needle, the pad after BOS, filler before the question
+        fixed += (longest - 1 if needle_moves(design) else 0) + (span if prefix_padded(design) else 0)
+        fixed += most_end_filler(design, span, self.step)
         lengths = np.cumsum([len(k) + len(v) + 2 for k, v in zip(keys, values, strict=True)])
         n = int(np.searchsorted(lengths, budget - fixed, side="right"))
         if n == len(keys) and most < budget // LINE:  # the format ran out of distinct keys before the context
@@ -330,8 +334,9 @@ class TextKVRetrievalProbe(Probe):
     def _text(self, ids) -> str:
         return self.decode(list(ids))
 
-    def _place(self, c: Content, content_id: int, d: int, gap: int, variant: int) -> ProbeItem:
-        shift = self.params.design == "shift-needle"
+    def _place(self, c: Content, content_id: int, d: int, gap: int, variant: int, end: int = 0) -> ProbeItem:
+        """Content ``c`` at offset ``d``; ``end``: filler tokens before the question (designs.end_shifts)."""
+        shift = needle_moves(self.params.design)
         where = f"content {content_id} offset {d}"
         target = c.base + (d if shift else 0) - gap  # the needle key's position in the haystack
         k = bisect.bisect_right([0, *c.ends], target - c.lead) - 1  # the needle goes before line k (k >= 1)
@@ -341,13 +346,22 @@ class TextKVRetrievalProbe(Probe):
         after_line = self._text(c.lines[k]) if k < len(c.lines) else self._text(c.question)
         filled = self.fillers.between(before_line, self._text(line), f, where)
         after = self.fillers.between(self._text(line), after_line, c.slack - f if shift else 0, where)
-        lead = self.fillers.between(self._text(self.intro), self._text(c.lines[0]), c.lead + (0 if shift else d), where)
+        padded = c.lead + (d if prefix_padded(self.params.design) else 0)
+        lead = self.fillers.between(self._text(self.intro), self._text(c.lines[0]), padded, where)
         hay = [t for ln in c.lines[:k] for t in ln]
         rest = [t for ln in c.lines[k:] for t in ln]
-        prompt = self.head + list(lead.ids) + hay + list(filled.ids) + line + list(after.ids) + rest + c.question
+        last = c.lines[-1] if k < len(c.lines) else line + list(after.ids)  # what the end filler follows
+        tail = self.fillers.between(self._text(last), self._text(c.question), end, where)
+        body = hay + list(filled.ids) + line + list(after.ids) + rest
+        prompt = self.head + list(lead.ids) + body + list(tail.ids) + c.question
         key_pos = len(self.head) + lead.tokens + len(hay) + f
         value_pos = key_pos + len(c.key) + 1 + gap
         self._check_splice(prompt, c, k, len(lead.ids), len(line) + len(filled.ids) + len(after.ids), where)
+        if end and not self._reads_back(prompt[len(prompt) - len(c.question) - end - len(last) :]):
+            raise ProbeError(
+                f"{where}: the tokenizer re-tokenizes the filler before the question differently from the planned "
+                "ids, so the prompt's length would differ; use another --filler"
+            )
         return ProbeItem(
             content_id=content_id,
             offset=d,
@@ -360,8 +374,16 @@ class TextKVRetrievalProbe(Probe):
             value_pos=value_pos,
             value_last=value_pos + len(c.value) - 1,
             variant=variant,
-            padding=(filled if shift else lead).record() | self._moved(c),
+            padding=self._padding(filled if shift else lead, tail) | self._moved(c),
         )
+
+    def _padding(self, moved: Padding, tail: Padding) -> dict:
+        """What moved the anchor (the filler before the needle, or the pad after BOS) and, for the
+        designs that move the prompt end, the filler before the question (``end_*``)."""
+        record = moved.record() if self.params.design != "shift-end" else {}
+        if self.params.design in ("shift-end", "crossed"):
+            record |= {f"end_{name}": value for name, value in tail.record().items()}
+        return record
 
     def _moved(self, c: Content) -> dict:
         """What the record says of the move to one phase (nothing without ``same_phase``)."""

@@ -14,6 +14,8 @@ composition, so its numbers equal an uninterrupted run's.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +73,18 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         variant=item.variant,
         target=item.target,
         padding=item.padding,
+        end_phase=(item.answer_pos - align) % step,
+        prompt_digest=prompt_digest(item),
+        request_lengths=result.get("request_lengths"),
+        answer_from=result.get("answer_from"),
     )
+
+
+def prompt_digest(item: ProbeItem) -> str:
+    """What two runs must share to be compared record by record (``compare --paired``): the prompt
+    ids, every candidate's ids and the target, as 16 hex digits of a sha256."""
+    text = json.dumps([item.input_ids, sorted(item.candidates.items()), item.target], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def default_batch_size(longest: int) -> int:

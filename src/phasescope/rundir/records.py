@@ -19,7 +19,7 @@ from phasescope.errors import InputError
 from phasescope.rundir.files import DuplicateKey, unique_keys
 
 REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
-OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos")
+OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos", "end_phase")
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,12 @@ class Record:
     doc_id: int | None = None  # lm-eval: the document
     generation: str | None = None  # lm-eval generate_until: the graded text
     task_metrics: dict[str, float] | None = None  # lm-eval: the task's own per-document metrics
+    # the prompt end's phase, (answer_pos - align) mod step: where the prompt ends in its compression
+    # window (a serving stack's last, partial window), beside the needle's ``phase``
+    end_phase: int | None = None
+    prompt_digest: str | None = None  # sha256 (16 hex) of the prompt ids, candidates and target: runs pair on it
+    request_lengths: list[int] | None = None  # served: the prompt lengths of the requests that scored the record
+    answer_from: str | None = None  # served: "generation" when one greedy request decided ``correct``
     extra: dict = field(default_factory=dict)  # fields this version does not know, kept as they were
 
     @classmethod
@@ -86,7 +92,10 @@ _JSON_ORDER = (
     "content_id", "offset", "phase", "step", "align", "anchor_pos", "key_pos", "value_pos", "answer_pos",
     "same_window", "variant", "target", "correct", "logprob_target", "logprobs",
 )  # fmt: skip
-_SET_ONLY = ("padding", "task", "doc_id", "generation", "task_metrics")
+_SET_ONLY = (
+    "padding", "task", "doc_id", "generation", "task_metrics", "end_phase", "prompt_digest", "request_lengths",
+    "answer_from",
+)  # fmt: skip
 _FIELDS = {f.name for f in fields(Record)} - {"extra"}
 
 
@@ -165,6 +174,27 @@ def check_record(record, where: str) -> None:
             f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has phase "
             f"{record['phase']}, but its anchor_pos {anchor} and align {align} give phase {(anchor - align) % step} at "
             f"step {step}; the record was edited: fix or delete that line"
+        )
+    _check_end(record, where)
+
+
+def _check_end(record: dict, where: str) -> None:
+    """The prompt end's phase agrees with answer_pos; digest and request lengths have their types."""
+    end, answer, align, step = record.get("end_phase"), record.get("answer_pos"), record.get("align"), record["step"]
+    if end is not None and answer is not None and align is not None and end != (answer - align) % step:
+        raise InputError(
+            f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has end_phase {end}, "
+            f"but its answer_pos {answer} and align {align} give {(answer - align) % step} at step {step}; the record "
+            "was edited: fix or delete that line"
+        )
+    digest, lengths = record.get("prompt_digest"), record.get("request_lengths")
+    if digest is not None and not isinstance(digest, str):
+        raise InputError(f"{where}: field 'prompt_digest' must be text, got {digest!r}")
+    if lengths is not None and not (isinstance(lengths, list) and all(_is_int(n) and n > 0 for n in lengths)):
+        raise InputError(f"{where}: field 'request_lengths' must be a list of prompt lengths, got {lengths!r}")
+    if record.get("answer_from") not in (None, "generation", "teacher-forced"):
+        raise InputError(
+            f"{where}: field 'answer_from' must be generation or teacher-forced, got {record['answer_from']!r}"
         )
 
 
