@@ -6,15 +6,20 @@ when used.
 
 from phasescope.version import __version__
 
-__all__ = ["Metrics", "Record", "__version__", "analyze", "compare", "load_run", "report", "sweep"]
+__all__ = ["Metrics", "Record", "__version__", "analyze", "compare", "load_run", "paired", "report", "sweep"]
 
 
 def __getattr__(name: str):
-    """``phasescope.sweep`` loads torch when first used; ``analyze`` / ``report`` / ``compare`` never do."""
+    """``phasescope.sweep`` loads torch when first used; ``analyze`` / ``report`` / ``compare`` /
+    ``paired`` never do."""
     if name in ("sweep", "analyze", "report", "compare"):
         from phasescope import api
 
         return getattr(api, name)
+    if name == "paired":  # two runs on identical items, record by record (phasescope.results; no torch)
+        from phasescope.results import paired
+
+        return paired
     if name == "load_run":  # the run's tables as pandas DataFrames (phasescope.export)
         from phasescope.export import load_run
 

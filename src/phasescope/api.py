@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from phasescope.backends import resolve_model
-from phasescope.results import analyze, compare, compared_runs, current_metrics, records_digest, report
+from phasescope.results import analyze, compare, compared_runs, current_metrics, paired, records_digest, report
 from phasescope.specs import RunOptions, SweepSpec
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "compare",
     "compared_runs",
     "current_metrics",
+    "paired",
     "records_digest",
     "report",
     "resolve_model",

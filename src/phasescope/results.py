@@ -74,7 +74,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
 
 # 2: verdict and log_score; 3: the verdict's claims under one alpha (Holm), mixed start phases;
 # a metrics.json of another schema is recomputed when read
-METRICS_SCHEMA = 3
+METRICS_SCHEMA = 4  # 4: factors (where the phase lives), phase_of, fixed_contents
 
 
 def metrics_digest(metrics: dict) -> str:
@@ -169,6 +169,32 @@ def compared_runs(runs, labels: list[str] | None = None) -> list[ComparedRun]:
     for path in paths:
         check_sweep_run_dir(path)
     return [ComparedRun(name, path, current_metrics(path)) for name, path in zip(names, paths, strict=True)]
+
+
+def paired(runs, labels: list[str] | None = None, n_resamples: int = 2000) -> dict:
+    """Two runs on identical items, record by record (``analysis.paired``): departures per cell of
+    the needle's and the prompt end's phase, read by factor, and the sentence saying where the
+    second run departs from the first. Refused, naming the first difference, unless every shared
+    (content, offset, variant) has the same prompt and candidates token for token."""
+    from phasescope.analysis.paired import pair_records, paired_statistics
+    from phasescope.reporting.compare import run_labels
+
+    paths = [Path(r) for r in runs] if not isinstance(runs, (str, Path)) else []
+    if len(paths) != 2:
+        raise InputError(f"a paired comparison takes two runs, A then B (got {len(paths)}): compare --paired A B")
+    names = tuple(run_labels(paths, labels))
+    loaded = []
+    for path in paths:
+        check_sweep_run_dir(path)
+        records = read_records(RunDir(path).records).records
+        if not records:
+            raise InputError(f"{path} holds no records yet; run its sweep first")
+        loaded.append(records)
+    pairs = pair_records(*loaded, names=names)
+    result = paired_statistics(pairs, names, n_resamples=n_resamples)
+    left_out = max(len(loaded[0]), len(loaded[1])) - len(pairs)
+    result["left_out"] = left_out  # records of one run only (a run not finished): not compared
+    return result
 
 
 def check_sweep_run_dir(path: Path) -> None:

@@ -42,6 +42,17 @@ from phasescope.analysis.records import Cells
 MIN_CONTENTS = 10  # below this many contents whose answers vary: no interval, no p-value
 
 
+def few_varying_advice(n_informative: int, n_contents: int) -> str:
+    """What to do about too few contents whose answers vary: more samples only when few were swept;
+    when most answer alike at every offset, more of the same will not help."""
+    if n_contents < 2 * MIN_CONTENTS:
+        return "raise --samples"
+    return (
+        f"{n_contents - n_informative} of {n_contents} contents answer alike at every offset: whatever decides "
+        "them does not move with this design's phase"
+    )
+
+
 @dataclass
 class OffsetEffects:
     offset: np.ndarray  # [J]

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from phasescope.analysis.cluster_ols import bootstrap_p
-from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, linear
+from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, few_varying_advice, linear
 from phasescope.analysis.phase_effects import WALD_TOL, _wald
 from phasescope.analysis.trend import (
     MAX_INFLATION,
@@ -107,7 +107,8 @@ def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None
     if not fx.inference:
         return result | {
             "note": f"only {fx.n_informative} content samples whose answers vary: the period test needs at least "
-            f"{MIN_CONTENTS} (raise --samples); the periodogram describes these contents only"
+            f"{MIN_CONTENTS} ({few_varying_advice(fx.n_informative, fx.n_contents)}); the periodogram describes "
+            "these contents only"
         }
     found = _test(fits, step, alpha)
     if found.get("kind") == "step":

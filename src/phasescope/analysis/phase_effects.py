@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, studentized
-from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, linear
+from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, few_varying_advice, linear
 from phasescope.analysis.trend import TrendChoice, design, label_rows, select_trend, wls_map
 
 
@@ -79,8 +79,8 @@ def fit_phase_effects(fx: OffsetEffects | None, level: float = 0.95, fixed_degre
     if not fx.inference:
         out.note = (
             f"only {fx.n_informative} content samples whose answers vary: intervals and p-values need at least "
-            f"{MIN_CONTENTS} (raise --samples); the numbers describe these contents only, and the gap is not "
-            "bias-corrected"
+            f"{MIN_CONTENTS} ({few_varying_advice(fx.n_informative, fx.n_contents)}); the numbers describe these "
+            "contents only, and the gap is not bias-corrected"
         )
         return out
     return _inference(out, fitted, rows, level)

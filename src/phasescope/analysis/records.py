@@ -47,6 +47,10 @@ class RecordArrays:
     candidate_logprobs: dict[str, np.ndarray] = field(default_factory=dict)
     candidates_left_out: list[str] = field(default_factory=list)  # named in some records only
     padding_units: np.ndarray | None = None  # [N] pad units inserted (the code probe's '=' count); None: no padding
+    # [N] the prompt end's phase ((answer_pos - align) mod step) and answer_pos; None when a record lacks them
+    end_phase: np.ndarray | None = None
+    answer_pos: np.ndarray | None = None
+    align: int = 0  # the records' align (the prompt end's phase m is a prompt length of m + align mod step)
 
     @classmethod
     def from_records(cls, records: list[Record] | list[dict]) -> RecordArrays:
@@ -71,6 +75,7 @@ class RecordArrays:
             candidate_logprobs={name: np.array([_number(r.logprobs[name]) for r in records]) for name in shared},
             candidates_left_out=sorted(named - set(shared)),
             padding_units=_padding_units(records),
+            **_ends(records),
         )
 
     @classmethod
@@ -96,6 +101,9 @@ class RecordArrays:
         """Records of several renderings of the same contents (same step and content ids)."""
         fields = ("content", "offset", "phase", "correct", "logprob", "margin", "same_window", "variant")
         joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in fields}
+        for name in ("end_phase", "answer_pos"):
+            values = [getattr(p, name) for p in parts]
+            joined[name] = None if any(v is None for v in values) else np.concatenate(values)
         shared = [n for n in parts[0].candidate_logprobs if all(n in p.candidate_logprobs for p in parts)]
         named = {n for p in parts for n in [*p.candidate_logprobs, *p.candidates_left_out]}
         return cls(
@@ -107,6 +115,7 @@ class RecordArrays:
             padding_units=None
             if any(p.padding_units is None for p in parts)
             else np.concatenate([p.padding_units for p in parts]),
+            align=parts[0].align,
         )
 
     @property
@@ -133,10 +142,12 @@ class RecordArrays:
         (the statistics then measure it: the log-prob margin of a run at the ceiling)."""
         keep = np.isfinite(values)
         arrays = ("content", "offset", "phase", "logprob", "margin", "same_window", "variant")
+        ends = {name: None if getattr(self, name) is None else getattr(self, name)[keep] for name in ENDS}
         return replace(
             self,
             correct=np.asarray(values, dtype=float)[keep],
             **{name: getattr(self, name)[keep] for name in arrays},
+            **ends,
             candidate_logprobs={n: v[keep] for n, v in self.candidate_logprobs.items()},
             padding_units=None if self.padding_units is None else self.padding_units[keep],
         )
@@ -154,6 +165,22 @@ class RecordArrays:
             phases = np.unique(self.phase[self.offset == d])
             out.append(int(phases[0]) if len(phases) == 1 else None)
         return out
+
+
+ENDS = ("end_phase", "answer_pos")
+
+
+def _ends(records: list[Record]) -> dict:
+    """The prompt end's phase and position of every record (None unless every record has them)."""
+    if any(r.answer_pos is None or r.align is None for r in records):
+        return {"end_phase": None, "answer_pos": None}
+    step = records[0].step
+    aligns = {r.align for r in records}
+    return {
+        "end_phase": np.array([(r.answer_pos - r.align) % step for r in records], dtype=np.int64),
+        "answer_pos": np.array([r.answer_pos for r in records], dtype=np.int64),
+        "align": aligns.pop() if len(aligns) == 1 else 0,
+    }
 
 
 def _candidate_names(records: list[Record]) -> tuple[list[str], set[str]]:

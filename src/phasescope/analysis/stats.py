@@ -14,10 +14,13 @@ says why.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from phasescope.analysis.candidates import candidate_probabilities
 from phasescope.analysis.dependence import phase_dependence
+from phasescope.analysis.factors import factor_phases, factor_statistics, layout
 from phasescope.analysis.intervals import cluster_proportion, wilson
 from phasescope.analysis.log_score import log_score
 from phasescope.analysis.offset_effects import MIN_CONTENTS, OffsetEffects, fit_offset_effects
@@ -110,6 +113,31 @@ def _gap_caveat(period: dict) -> str | None:
     return f"the offsets show {period['note']}"
 
 
+def _moving_phase(r: RecordArrays) -> tuple[RecordArrays, str]:
+    """The records with ``phase`` the phase their design moves: the needle's, or the prompt end's when
+    the needle is held within every content and the end moves (``--design shift-end``)."""
+    phases = factor_phases(r)
+    if phases is None:
+        return r, "needle"
+    shape = layout(r, phases)
+    moving = [f for group in shape["groups"] for f in group]
+    if "needle" not in moving and "end" in moving:
+        return replace(r, phase=phases["end"].copy(), end_phase=r.phase.copy()), "end"
+    return r, "needle"
+
+
+def fixed_contents(r: RecordArrays) -> dict:
+    """Contents whose every record is wrong (right): whatever fails does not move with the design."""
+    right = np.bincount(r.content, weights=r.correct, minlength=r.n_contents)
+    total = np.bincount(r.content, minlength=r.n_contents)
+    seen = total > 0
+    return {
+        "n_contents": int(seen.sum()),
+        "always_wrong": int((seen & (right == 0)).sum()),
+        "always_right": int((seen & (right == total)).sum()),
+    }
+
+
 def analyze_records(
     records: list[dict], seed: int = 0, n_resamples: int = 2000, trend_degree: int | None = None
 ) -> dict:
@@ -122,6 +150,7 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
     """``trend_degree``: None (default) lets the data choose the drift trend; an integer fixes it
     (0: the drift ignored -- for calibration contrasts only)."""
     rng = np.random.default_rng(seed)
+    records, (r, phase_of) = r, _moving_phase(r)
     fx = fit_offset_effects(r.cells(), rng, n_resamples)
     effects = fit_phase_effects(fx, fixed_degree=trend_degree)
     phases = per_phase(r, effects)
@@ -158,6 +187,9 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
         "phase_dependence": phase_dependence(r, _record_drift(r, fx, effects)),
         "candidate_probabilities": candidate_probabilities(r),
         "log_score": log_score(r, rng, n_resamples, trend_degree),
+        "phase_of": phase_of,
+        "fixed_contents": fixed_contents(r),
+        "factors": factor_statistics(records, degree, np.random.default_rng([seed, 7]), n_resamples, effects.note),
     }
     metrics["verdict"] = verdict(metrics)
     return metrics

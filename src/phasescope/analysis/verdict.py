@@ -12,7 +12,11 @@ effect), the period over offsets, and the per-content phase dependence (contents
 their own bad phase) -- and claims whatever passes. Each spends alpha on its own, so reading
 all three would claim *something* in up to 3 alpha of null sweeps; the verdict therefore claims
 only what passes Holm's step-down adjustment over the tests that were made (``claims``,
-``adjusted_p``), which keeps the rate of any false claim at alpha. The raw p-values stay
+``adjusted_p``), which keeps the rate of any false claim at alpha. The factor tests
+(``analysis/factors.py``: the needle's, the prompt end's, the distance's phase) join the same
+family wherever the design moves two or more of them apart (``factor:NAME``), and every
+between-contents comparison of a factor the design holds; when one of them is claimed the verdict
+leads with it ("where the phase lives: ...", kind ``factor``). The raw p-values stay
 beside their intervals (an interval excludes 0 exactly when its raw p < alpha), and a raw p
 below alpha that the adjustment does not keep is said as such.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from phasescope.analysis.factors import design_words, reading
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 
 ALPHA = 0.05
@@ -72,7 +77,40 @@ def _base(m: dict, outcome: str, unit: str) -> dict:
 
 def _claim(v: dict, tests: dict[str, float | None]) -> None:
     v["adjusted_p"] = holm(tests)
-    v["claims"] = [name for name in TESTS if v["adjusted_p"].get(name, 1.0) < ALPHA]
+    v["claims"] = [name for name in tests if v["adjusted_p"].get(name, 1.0) < ALPHA]
+
+
+def factor_tests(m: dict) -> dict[str, float | None]:
+    """The factor tests that join the verdict's family: each factor of a design that moves two or
+    more apart (crossed), and every between-contents comparison of a held factor. A design that
+    moves one group of factors tests it with the gap itself (``factor_claims``)."""
+    factors = m.get("factors") or {}
+    separable = len(factors.get("groups", [])) > 1
+    return {
+        f"factor:{t['name']}": t["p_value"] for t in factors.get("tests", []) if t["kind"] == "between" or separable
+    }
+
+
+def _factor_sentence(m: dict, v: dict) -> str:
+    """'where the phase lives: ...' when the factors have something to add to the sentence."""
+    factors = m.get("factors")
+    if not factors:
+        return ""
+    adjusted = dict(v["adjusted_p"])
+    groups = factors["groups"]
+    main = "gap" in v["claims"] or "period" in v["claims"]
+    if len(groups) == 1:  # the gap's test is this group's test
+        for t in factors["tests"]:
+            if t["kind"] == "within":
+                adjusted[f"factor:{t['name']}"] = 0.0 if main else 1.0
+    tied_claim = main and len(groups) == 1 and len(groups[0]) > 1
+    between = any(t["kind"] == "between" and t["p_value"] is not None for t in factors["tests"])
+    if len(groups) > 1 or between:
+        return f"where the phase lives: {reading(factors, adjusted, m['step'], ALPHA)}"
+    if tied_claim:  # the gap is this group's test: say only what the design could not tell apart
+        tested = [t for t in factors["tests"] if t["kind"] == "within"]
+        return "where the phase lives: " + design_words(factors, tested).removeprefix("; ")
+    return ""
 
 
 def _accuracy_verdict(m: dict) -> dict:
@@ -83,7 +121,7 @@ def _accuracy_verdict(m: dict) -> dict:
     v.update(effect=m.get("gap_pp"), effect_ci=m.get("gap_ci_pp"), p_value=m.get("gap_p_value"))
     dependence = m.get("phase_dependence") or {}
     _claim(v, {"gap": m.get("gap_p_value"), "period": (m.get("period") or {}).get("p_value"),
-               "dependence": dependence.get("p_value")})  # fmt: skip
+               "dependence": dependence.get("p_value")} | factor_tests(m))  # fmt: skip
     v["period"] = _detected(m.get("period"), v)
     step = m["step"]
     if accuracy_bound := _bound(m["overall_accuracy"]):
@@ -100,12 +138,50 @@ def _accuracy_verdict(m: dict) -> dict:
         v["kind"] = "few contents"
         v["sentence"] = (
             f"phase gap {m['gap_pp']:.1f} pp at step {step} on these contents only: no interval or p-value "
-            f"under 10 contents whose answers vary ({m.get('n_informative_contents')}; raise --samples)"
+            f"under 10 contents whose answers vary ({m.get('n_informative_contents')}; {_few_why(m)})"
         )
     else:
         tested = (m["gap_pp"], m["gap_ci_pp"], m["gap_p_value"], "pp", ".1f")
         v["kind"], v["sentence"] = _tested(*tested, m, v, dependence)
+    if v["sentence"] and m.get("phase_of") == "end":
+        v["sentence"] += " (phases of the prompt end: this design holds the needle)"
+    if v["sentence"] and not accuracy_bound:
+        factor = _factor_sentence(m, v)
+        if factor and any(name.startswith("factor:") for name in v["claims"]):
+            v["factor_kind"] = v["kind"]  # what the needle's phase statistics alone read
+            v["kind"] = "factor"
+            v["sentence"] = f"{factor}; {_phase_words(m)} alone: {v['sentence']}"
+        elif factor:
+            v["sentence"] += f"; {factor}"
+        v["sentence"] += _disagreement(m)
     return v
+
+
+def _phase_words(m: dict) -> str:
+    return "the prompt end's phase" if m.get("phase_of") == "end" else "the needle's phase"
+
+
+def _few_why(m: dict) -> str:
+    """Why few contents vary: too few swept, or contents fixed at every offset (then more samples
+    will not help: whatever fails does not move with this design's phase)."""
+    fixed = m.get("fixed_contents") or {}
+    wrong, right, n = fixed.get("always_wrong", 0), fixed.get("always_right", 0), fixed.get("n_contents", 0)
+    if n < MIN_VARYING:
+        return "raise --samples"
+    parts = [f"{k} of {n} contents are {word} at every offset" for k, word in ((wrong, "wrong"), (right, "right")) if k]
+    return "; ".join(parts) + ": whatever decides them does not move with this design's phase"
+
+
+def _disagreement(m: dict) -> str:
+    """Accuracy low while the right answer is the likeliest candidate: say why the two disagree."""
+    margins = [r.get("mean_margin") for r in m.get("phases", []) if r.get("mean_margin") is not None]
+    if not margins or m["overall_accuracy"] >= 0.5 or min(margins) <= 0:
+        return ""
+    return (
+        f"; the log-prob margin favours the right answer at every phase (>= {min(margins):+.1f} nats) while "
+        f"accuracy is {m['overall_accuracy']:.2f}: the margin compares the candidates only, and greedy decoding "
+        "emits a token none of them continues with (e.g. candidates sharing a first token the model does not emit)"
+    )
 
 
 def _log_score_verdict(m: dict, bound: str) -> dict:

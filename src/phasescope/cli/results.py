@@ -69,6 +69,23 @@ def print_metrics(metrics, title: str) -> None:
         console.print(renderable, highlight=False)
 
 
+def print_paired(comparison: dict) -> None:
+    from rich.table import Table
+
+    from phasescope.reporting.compare import paired_rows
+
+    head, rows = paired_rows(comparison)
+    table = Table(*head, title="record by record")
+    for row in rows:
+        if row[3] != "0" or row[4] != "0":  # cells without a departure would only repeat zeros
+            table.add_row(*row)
+    if table.row_count:
+        console.print(table)
+    console.print(f"[bold]paired[/]: {comparison['sentence']}", highlight=False)
+    if comparison.get("left_out"):
+        console.print(f"note: {comparison['left_out']} records of one run only were not compared", highlight=False)
+
+
 @command()
 def report(
     run_dir: str = typer.Argument(..., help="Run directory (analyzed first if metrics.json is missing)."),
@@ -99,18 +116,36 @@ def compare(
         "--label",
         help="Name of a run in the table and figures; repeat once per run, in order (default: directory names).",
     ),
+    paired: bool = typer.Option(
+        False,
+        "--paired",
+        metavar="",
+        help="Two runs of one sweep on identical items (A then B, e.g. a reference model and a served stack): "
+        "pair them record by record, count where B departs from A per needle phase and prompt-end phase, and "
+        "say in one sentence where (DIR/paired.json). Refused, naming the first difference, unless every "
+        "prompt and candidate is the same token for token.",
+    ),
 ) -> None:
     """Several sweep runs side by side -> DIR/compare.html (self-contained): per-phase accuracy with
     intervals clustered by content, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
-    as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`."""
+    as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`.
+    --paired A B: the two runs record by record (where B departs from A)."""
 
     from phasescope.api import compared_runs
     from phasescope.reporting.compare import rich_table, run_notes, write_compare
 
+    comparison = None
+    if paired:
+        from phasescope.results import paired as paired_runs
+
+        with console.status("pairing the two runs record by record"):
+            comparison = paired_runs(runs, label)
     with console.status(f"reading {len(runs)} runs (analyzing those whose metrics are missing or stale)"):
         compared = compared_runs(runs, label)
-    path = write_compare(compared, Path(out))
+    path = write_compare(compared, Path(out), comparison)
     console.print(rich_table(compared))
+    if comparison is not None:
+        print_paired(comparison)
     for run in compared:
         if verdict := run.metrics.verdict.sentence:
             console.print(f"[bold]{run.label}[/]: {verdict}", highlight=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from phasescope.rundir.metrics import Metrics
 
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")
+PAIRED_JSON = "paired.json"  # compare --paired: the record-by-record comparison
 CAPTION = (
     "accuracy [95% CI clustered by content; none below 10 contents]; * the run's boundary phase (step - 1); "
     "blank: the run has no such phase; gap: max - min phase effect with the drift over offsets modelled, "
@@ -203,16 +205,43 @@ def forest_rows(runs: list[ComparedRun]) -> list[tuple[str, float | None, list[f
     return rows
 
 
-def write_compare(runs: list[ComparedRun], out: Path) -> Path:
-    """Figures in ``out/figures`` and the self-contained ``out/compare.html`` (figures embedded)."""
+def write_compare(runs: list[ComparedRun], out: Path, paired: dict | None = None) -> Path:
+    """Figures in ``out/figures`` and the self-contained ``out/compare.html`` (figures embedded);
+    ``paired`` (``results.paired``): its sentence and cells on the page, the whole in paired.json."""
     out.mkdir(parents=True, exist_ok=True)
+    if paired is not None:
+        atomic_write_text(out / PAIRED_JSON, json.dumps(paired, indent=1, allow_nan=False) + "\n")
     offsets_png, gaps_png = (out / "figures" / name for name in FIGURE_NAMES)
     offset_overlay({run.label: offset_curve(run) for run in runs}, offsets_png)
     gap_forest(forest_rows(runs), gaps_png)
     images = [(path.name, base64.b64encode(path.read_bytes()).decode()) for path in (offsets_png, gaps_png)]
     page = out / "compare.html"
-    atomic_write_text(page, _page(runs, images, out))
+    atomic_write_text(page, _page(runs, images, out, paired))
     return page
+
+
+def paired_rows(paired: dict) -> tuple[list[str], list[list[str]]]:
+    """The paired comparison's cells: needle phase, prompt-end phase, records, departures each way."""
+    a, b = paired["names"]
+    head = ["needle phase", "end phase", "records", f"{b} wrong, {a} right", f"{b} right, {a} wrong"]
+    rows = [
+        [str(c["needle_phase"]), "-" if c["end_phase"] is None else str(c["end_phase"]), str(c["n"]),
+         str(c["b_wrong_a_right"]), str(c["b_right_a_wrong"])]
+        for c in paired["cells"]
+    ]  # fmt: skip
+    return head, rows
+
+
+def _paired_section(paired: dict | None) -> str:
+    if paired is None:
+        return ""
+    head, rows = paired_rows(paired)
+    header = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return (
+        f'<h2>Record by record</h2><p class="verdict">{html.escape(paired["sentence"])}</p>'
+        f'<div class="scroll"><table>{header}{body}</table></div>'
+    )
 
 
 def _table(runs: list[ComparedRun]) -> str:
@@ -236,11 +265,11 @@ def _runs_list(runs: list[ComparedRun]) -> str:
     return "<ul>" + "".join(items) + "</ul>"
 
 
-def _page(runs: list[ComparedRun], images: list[tuple[str, str]], out: Path) -> str:
+def _page(runs: list[ComparedRun], images: list[tuple[str, str]], out: Path, paired: dict | None = None) -> str:
     figures = "".join(f'<figure><img alt="{n}" src="data:image/png;base64,{b}"></figure>' for n, b in images)
     notes = "".join(f"<li>{html.escape(line)}</li>" for line in run_notes(runs))
     reproduce = shlex.join(
-        ["phasescope", "compare", *(str(run.run_dir) for run in runs)]
+        ["phasescope", "compare", *(["--paired"] if paired else []), *(str(run.run_dir) for run in runs)]
         + [arg for run in runs for arg in ("--label", run.label)]
         + ["--out", str(out)]
     )
@@ -249,7 +278,7 @@ def _page(runs: list[ComparedRun], images: list[tuple[str, str]], out: Path) -> 
         for run in runs
     )
     return f"""{page_head(f"phasescope compare: {', '.join(run.label for run in runs)}")}
-<h1>phasescope compare</h1>{verdicts}<h2>Runs</h2>{_runs_list(runs)}
+<h1>phasescope compare</h1>{verdicts}{_paired_section(paired)}<h2>Runs</h2>{_runs_list(runs)}
 <h2>Per-phase accuracy and phase statistics</h2>{_table(runs)}
 {f"<h2>Notes</h2><ul>{notes}</ul>" if notes else ""}
 <h2>Figures</h2>{figures}

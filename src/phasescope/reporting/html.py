@@ -13,6 +13,7 @@ from phasescope.reporting.spec_table import spec_rows
 from phasescope.reporting.text import (
     dependence_line,
     detected_worst,
+    factor_line,
     gap_line,
     interval,
     number,
@@ -109,7 +110,7 @@ def _summary(metrics: Metrics) -> str:
         gap_line(metrics),
         period_line(metrics),
     ]
-    lines += [line for line in (dependence_line(metrics), window_line(metrics)) if line]
+    lines += [line for line in (dependence_line(metrics), window_line(metrics), factor_line(metrics)) if line]
     return "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
 
 

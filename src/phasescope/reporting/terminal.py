@@ -9,6 +9,7 @@ from rich.table import Table
 from phasescope.reporting.text import (
     dependence_line,
     detected_worst,
+    factor_line,
     gap_line,
     number,
     period_line,
@@ -73,7 +74,13 @@ def _caption() -> str:
 
 
 def detail_lines(metrics: Metrics) -> list[str]:
-    lines = [gap_line(metrics), period_line(metrics), dependence_line(metrics), window_line(metrics)]
+    lines = [
+        gap_line(metrics),
+        period_line(metrics),
+        dependence_line(metrics),
+        window_line(metrics),
+        factor_line(metrics),
+    ]
     return [line for line in lines if line]
 
 

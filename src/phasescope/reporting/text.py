@@ -111,6 +111,26 @@ def window_line(metrics: Metrics) -> str | None:
     return text + f", format-adjusted; phases compared: {w['discordant_phases']}"
 
 
+FACTOR_WORDS = {"needle": "needle", "end": "prompt end", "distance": "distance"}
+
+
+def factor_line(metrics: Metrics) -> str | None:
+    """The phase by factor: each factor's range over its phases and p (within or between contents),
+    and what the design held."""
+    f = metrics.factors
+    if not f or not f.get("tests"):
+        return None
+    parts = []
+    for t in f["tests"]:
+        name = " or ".join(FACTOR_WORDS[m] for m in t["members"])
+        where = ", between contents" if t["kind"] == "between" else ""
+        p = f"p = {t['p_value']:.2g}" if t.get("p_value") is not None else (t.get("note") or "not tested")
+        size = f"{t['range_pp']:.1f} pp" if t.get("range_pp") is not None else "-"
+        parts.append(f"{name} {size} ({p}{where})")
+    held = [FACTOR_WORDS[k] + f" at phase {v}" for k, v in (f.get("held") or {}).items() if v is not None]
+    return "by factor (max-min phase effect): " + "; ".join(parts) + (f"; held: {', '.join(held)}" if held else "")
+
+
 def probability_table(metrics: Metrics) -> tuple[list[str], list[list[str]]] | None:
     """Header and rows of the per-phase mean probability of each candidate (analyze, report.html);
     None when the records name no candidate in common."""

@@ -139,6 +139,9 @@ class Metrics:
     log_score: LogScore | None  # the same statistics on the log-prob margin (None: no log-prob recorded)
     verdict: Verdict
     task_metrics: dict | None = None  # analysis/task_metrics.py (lm-eval probes)
+    factors: dict | None = None  # analysis/factors.py: the needle's, the prompt end's and the distance's phase
+    phase_of: str = "needle"  # whose phase ``phases`` are: "needle", or "end" when the design holds the needle
+    fixed_contents: dict | None = None  # contents wrong (right) at every record
     records_note: str | None = None  # a partial run or a cut last line
     n_resamples: int | None = None
     records_sha256: str | None = None

@@ -1,0 +1,158 @@
+"""Where the phase lives (issue #42): the designs that move the needle and the prompt end apart
+(probes, ids and text on the real tokenizers), the statistics by factor (planted effects found
+and attributed, nulls at alpha under drift), and the verdict's words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasescope.analysis.factors import factor_phases, layout
+from phasescope.analysis.simulate import binomial_bound
+from phasescope.analysis.simulate_factors import FactorScenario, calibrate_factors, factor_claims, simulate_factors
+from phasescope.analysis.stats import analyze_arrays
+from phasescope.analysis.verdict import ALPHA
+from phasescope.backends.tokenizers import named_tokenizer
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.designs import DESIGN_MOVES, end_shifts
+from phasescope.probes.kv_retrieval import KVRetrievalProbe, KVRetrievalSpec
+from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
+
+OFFSETS = list(range(24))
+
+
+def cells(items, step=4):
+    """content -> the (needle phase, prompt-end phase) pairs it is seen at."""
+    out = {}
+    for it in items:
+        out.setdefault(it.content_id, set()).add((it.anchor_pos % step, it.answer_pos % step))
+    return out
+
+
+def test_end_shifts_cover_every_end_residue_at_every_needle_phase_and_only_crossed_draws():
+    rng = np.random.default_rng(0)
+    shifts = end_shifts("crossed", OFFSETS, 4, rng)
+    lead = min(shifts.values())
+    assert 0 <= lead < 4 and max(shifts.values()) <= 2 * 4 - 2
+    for phase in range(4):
+        assert {(shifts[d] - lead) % 4 for d in OFFSETS if d % 4 == phase} == {0, 1, 2, 3}
+    state = np.random.default_rng(1).bit_generator.state
+    quiet = np.random.default_rng(1)
+    for design in ("shift-needle", "pad-prefix", "shift-end"):
+        end_shifts(design, OFFSETS, 4, quiet)
+    assert quiet.bit_generator.state == state, "the other designs' contents must not change"
+    assert end_shifts("shift-end", OFFSETS, 4, rng) == {d: d for d in OFFSETS}
+
+
+@pytest.mark.parametrize("design", ["shift-needle", "pad-prefix", "shift-end", "crossed"])
+def test_native_kv_retrieval_moves_what_its_design_says(design):
+    probe = KVRetrievalProbe(RetrievalTask(), KVRetrievalSpec(design=design), min_gap=12, step=4)
+    items = probe.items(OFFSETS, 3, np.random.default_rng(0))
+    first = {it.content_id: it for it in items if it.offset == 0}
+    for it in items:
+        base = first[it.content_id]
+        needle, end = it.anchor_pos - base.anchor_pos, it.answer_pos - base.answer_pos
+        assert it.answer_pos == len(it.input_ids)
+        assert it.input_ids[it.value_pos : it.value_last + 1] == it.candidates["right"]
+        assert it.answer_pos - 1 - it.value_last >= 12
+        moves = DESIGN_MOVES[design]
+        assert (needle == it.offset) == ("needle" in moves) or it.offset == 0
+        if design == "shift-end":
+            assert (needle, end) == (0, it.offset)
+        if design == "shift-needle":
+            assert end == 0
+    if design == "crossed":
+        assert all(len(seen) == 16 for seen in cells(items).values()), "every content at all s x s cells"
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4", "qwen3"])
+@pytest.mark.parametrize("design", ["shift-end", "crossed"])
+def test_text_kv_retrieval_moves_the_prompt_end_token_exactly_on_the_real_tokenizers(name, design):
+    tok = named_tokenizer(name)
+    spec = TextKVSpec(design=design, pair_format="numbers")
+    probe = TextKVRetrievalProbe(tok, spec, bos_id=tok.bos_token_id, min_gap=136, step=4)
+    items = probe.items(OFFSETS, 3, np.random.default_rng(0))
+    first = {it.content_id: it for it in items if it.offset == 0}
+    bos = 1 if tok.bos_token_id is not None else 0
+    for it in items:
+        body = it.input_ids[bos:]
+        assert tok.encode(tok.decode(body), add_special_tokens=False) == body, "the prompt re-tokenizes"
+        assert it.input_ids[it.value_pos : it.value_last + 1] == it.candidates["right"]
+        assert it.answer_pos - 1 - it.value_last >= 136
+        base = first[it.content_id]
+        assert it.answer_pos - it.padding["end_tokens"] == base.answer_pos - base.padding["end_tokens"]
+        assert it.anchor_pos - base.anchor_pos == (it.offset if design == "crossed" else 0)
+        if design == "shift-end":
+            assert it.anchor_pos == first[it.content_id].anchor_pos and it.padding["end_tokens"] == it.offset
+    if design == "crossed":
+        assert all(len(seen) == 16 for seen in cells(items).values())
+
+
+def test_the_layout_names_what_each_design_moves_ties_and_holds():
+    def shape(design, start):
+        r = simulate_factors(FactorScenario(design=design, end_start=start, n_contents=20), np.random.default_rng(0))
+        return layout(r, factor_phases(r))
+
+    assert shape("crossed", "one")["groups"] == [["needle"], ["end"], ["distance"]]
+    assert shape("shift-needle", "one") == {"groups": [["needle", "distance"]], "held": {"end": 100 % 4}}
+    assert shape("pad-prefix", "one")["groups"] == [["needle", "end"]]
+    assert shape("shift-end", "one")["groups"] == [["end", "distance"]]
+    # each content ends at its own phase: the held end differs between contents, which separates needle and distance
+    assert shape("shift-needle", "uniform") == {"groups": [["needle"], ["distance"]], "held": {"end": None}}
+
+
+@pytest.mark.parametrize("factor", ["needle", "end", "distance"])
+def test_a_planted_effect_of_each_factor_is_found_and_attributed_in_the_crossed_design(factor):
+    found = 0
+    for seed in range(6):
+        s = FactorScenario(design="crossed", **{f"{factor}_pp": 35.0}, drift_pp=30.0)
+        claims = factor_claims(simulate_factors(s, np.random.default_rng([seed, 1])), seed, 300)
+        found += claims == {factor}
+    assert found >= 5, f"{factor}: attributed alone in {found} of 6"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", ["crossed", "shift-needle"])
+def test_no_factor_is_claimed_beyond_alpha_without_an_effect_under_drift(design):
+    """The fast subset of the calibration table (docs/sweeps.md, 'Statistics by factor')."""
+    n = 60
+    s = FactorScenario(design=design, drift_pp=50.0, n_contents=40)
+    rate = calibrate_factors(s, n, seed=3, n_resamples=200)["any"]
+    assert rate <= binomial_bound(ALPHA, n), f"{design}: a factor claimed in {rate:.0%} of null sweeps"
+
+
+def test_a_prompt_end_effect_under_shift_needle_is_found_between_contents_not_blamed_on_the_needle():
+    r = simulate_factors(FactorScenario(design="shift-needle", end_pp=70.0), np.random.default_rng(4))
+    m = analyze_arrays(r, seed=0, n_resamples=400)
+    sentence = m["verdict"]["sentence"]
+    assert "factor:end" in m["verdict"]["claims"] and "gap" not in m["verdict"]["claims"]
+    assert "the prompt end's phase (prompt length ≡ 3 mod 4" in sentence and "between contents" in sentence
+
+
+def test_a_tied_design_says_the_effect_could_follow_either_factor():
+    r = simulate_factors(
+        FactorScenario(design="shift-needle", needle_pp=35.0, end_start="one"), np.random.default_rng(5)
+    )
+    sentence = analyze_arrays(r, seed=0, n_resamples=400)["verdict"]["sentence"]
+    assert sentence.startswith("phase effect")
+    assert "moves the needle's phase and the distance's phase together" in sentence
+    assert "it holds the prompt end's phase fixed" in sentence
+
+
+def test_shift_end_reads_the_prompt_ends_phase():
+    r = simulate_factors(FactorScenario(design="shift-end", end_pp=35.0, end_start="one"), np.random.default_rng(6))
+    m = analyze_arrays(r, seed=0, n_resamples=400)
+    assert m["phase_of"] == "end" and m["verdict"]["worst_phase"] == (3 - 100) % 4
+    assert "this design holds the needle" in m["verdict"]["sentence"]
+
+
+def test_contents_fixed_at_every_offset_are_named_not_sent_for_more_samples():
+    r = simulate_factors(FactorScenario(design="shift-needle", mean=1.5, difficulty=0.0), np.random.default_rng(0))
+    r.correct[r.content < 4] = np.where(r.offset[r.content < 4] % 2 == 0, 1.0, 0.0)  # 4 contents vary
+    r.correct[(r.content >= 4) & (r.content < 15)] = 0.0  # 11 wrong at every offset
+    r.correct[r.content >= 15] = 1.0  # the rest right at every offset
+    m = analyze_arrays(r, seed=0, n_resamples=200)
+    assert m["fixed_contents"] == {"n_contents": 60, "always_wrong": 11, "always_right": 45}
+    sentence = m["verdict"]["sentence"]
+    assert "raise --samples" not in sentence
+    assert "11 of 60 contents are wrong at every offset" in sentence

@@ -1,0 +1,131 @@
+"""Diagnosing a serving stack (issue #42): the crossed design over openai: against oracle stacks
+that fail at one prompt-end phase, one needle phase or one distance phase (tests/stack_server.py,
+DeepSeek-V4's real tokenizer), the verdict naming the factor, and `compare --paired` locating
+where a stack departs from a healthy one on identical items."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import phasescope
+from phasescope.analysis.paired import pair_records, paired_statistics
+from phasescope.backends.served import Options
+from phasescope.cli import app
+from phasescope.errors import InputError
+from phasescope.rundir.records import Record
+
+SWEEP = dict(step=4, local=8, samples=10, offsets=range(16), pair_format="numbers", design="crossed")
+
+
+def record(content, offset, correct, answer_pos, anchor_pos=40, digest="d"):
+    return Record(
+        content_id=content, offset=offset, phase=anchor_pos % 4, step=4, correct=correct, logprob_target=-0.1,
+        logprobs={"right": -0.1, "other": -3.0}, align=0, anchor_pos=anchor_pos, answer_pos=answer_pos,
+        end_phase=answer_pos % 4, prompt_digest=f"{digest}{content}-{offset}",
+    )  # fmt: skip
+
+
+def grid(correct=lambda c, d, length: True, digest="d"):
+    """12 contents x 16 offsets, needle at 40 + d, prompt length 100 + c + d // 4 (every pair of phases)."""
+    return [
+        record(c, d, correct(c, d, 100 + c + d // 4), 100 + c + d // 4, 40 + d, digest)
+        for c in range(12)
+        for d in range(16)
+    ]
+
+
+def test_records_without_the_same_prompts_are_not_paired():
+    a = grid()
+    with pytest.raises(InputError, match=r"content 0 offset 0 variant 0: the two runs' items differ"):
+        pair_records(a, grid(digest="other"))
+    old = [Record(**{**r.__dict__, "prompt_digest": None}) for r in a]
+    with pytest.raises(InputError, match="B's records carry no prompt digest .* rerun that sweep"):
+        pair_records(a, old)
+    with pytest.raises(InputError, match="share no"):
+        pair_records(a, [record(99, 0, True, 100)])
+
+
+def test_the_departure_is_located_in_one_sentence_and_tested_by_factor():
+    a = grid()
+    b = grid(lambda c, d, length: length % 4 != 3)
+    result = paired_statistics(pair_records(a, b), ("ref", "stack"), n_resamples=300)
+    wrong = sum(1 for r in b if not r.correct)
+    assert result["b_wrong_a_right"] == wrong and result["b_right_a_wrong"] == 0
+    said = f"stack is wrong where ref is right on {wrong} of {wrong} records whose prompt length ≡ 3 mod 4"
+    assert result["sentence"].startswith(said + ", and nowhere else")
+    assert "the departures follow the prompt end's phase" in result["sentence"]
+    assert sum(c["b_wrong_a_right"] for c in result["cells"] if c["end_phase"] == 3) == wrong
+    same = paired_statistics(pair_records(a, a))
+    assert same["sentence"] == f"B agrees with A on every one of {len(a)} records"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from phasescope.backends.tokenizers import named_tokenizer
+
+    return named_tokenizer("deepseek-v4")
+
+
+def swept(tokenizer, fault, out, **kw):
+    """A crossed sweep of an oracle stack."""
+    from stack_server import StackServer
+
+    options = Options(tokenizer="deepseek-v4", answers=kw.pop("answers", "generation"), backoff=0.01)
+    with StackServer(tokenizer, fault=fault) as server:
+        return phasescope.sweep(f"openai:{server.url}#stack", "kv-retrieval", options=options, out=out, **SWEEP | kw)
+
+
+def test_a_length_keyed_stack_is_named_by_the_crossed_design_and_located_by_compare_paired(tokenizer, tmp_path):
+    # one-token words: teacher forcing reads at the prompt's length only, as generation does (the
+    # three-token numbers under --answers generation: tests/test_stack_server.py)
+    words = dict(pair_format="words", answers="teacher-forced")
+    healthy = swept(tokenizer, None, tmp_path / "healthy", **words)
+    broken = swept(tokenizer, ("length", 4, 3), tmp_path / "stack", **words)
+    assert all(r.correct for r in healthy.records)
+    assert all(r.correct == (r.answer_pos % 4 != 3) for r in broken.records)
+    assert {(r.phase, r.end_phase) for r in broken.records} == {(n, m) for n in range(4) for m in range(4)}
+    verdict = phasescope.analyze(tmp_path / "stack").verdict
+    assert verdict.kind == "factor" and verdict.claims == ["factor:end"]
+    assert verdict.sentence.startswith(
+        "where the phase lives: the effect follows the prompt end's phase (prompt length ≡ 3 mod 4: -100.0 pp"
+    )
+    result = CliRunner().invoke(
+        app, ["compare", "--paired", str(tmp_path / "healthy"), str(tmp_path / "stack"), "--out", str(tmp_path / "c")]
+    )
+    assert result.exit_code == 0, result.output
+    wrong = sum(not r.correct for r in broken.records)
+    said = f"stack is wrong where healthy is right on {wrong} of {wrong} records whose prompt length ≡ 3 mod 4, and"
+    assert said in " ".join(result.output.split())
+    paired = json.loads((tmp_path / "c" / "paired.json").read_text())
+    assert paired["b_wrong_a_right"] == wrong and paired["names"] == ["healthy", "stack"]
+    assert "Record by record" in (tmp_path / "c" / "compare.html").read_text()
+
+
+@pytest.mark.parametrize("fault", [("needle", 4, 3), ("distance", 4, 1)])
+def test_needle_and_distance_keyed_stacks_are_attributed_to_their_factor(tokenizer, tmp_path, fault):
+    run = swept(tokenizer, fault, tmp_path / "run", pair_format="words", answers="teacher-forced")
+    assert not all(r.correct for r in run.records)
+    claims = phasescope.analyze(tmp_path / "run").verdict.claims
+    assert [c for c in claims if c.startswith("factor:")] == [f"factor:{fault[0]}"]
+
+
+def test_the_crossed_design_runs_on_native_and_hf_models(tmp_path):
+    """ids (the demo's tiny-s4) and text (a tiny Qwen3 with Qwen's real tokenizer through hf:):
+    every content at every (needle phase, prompt-end phase), records carrying both."""
+    from hf_models import tiny_qwen3
+    from phasescope.backends.tokenizers import named_tokenizer
+
+    native = phasescope.sweep("src/phasescope/assets/demo/tiny-s4", design="crossed", samples=3, offsets=range(16))
+    hf_dir = tiny_qwen3(tmp_path / "qwen", named_tokenizer("qwen3"))
+    text = phasescope.sweep(f"hf:{hf_dir}", design="crossed", step=4, samples=2, offsets=range(16), batch_size=8)
+    for run in (native, text):
+        by_content = {}
+        for r in run.records:
+            assert r.end_phase == (r.answer_pos - r.align) % 4 and r.prompt_digest
+            by_content.setdefault(r.content_id, set()).add((r.phase, r.end_phase))
+        assert all(len(seen) == 16 for seen in by_content.values())
+    assert np.isfinite([r.logprob_target for r in text.records]).all()
