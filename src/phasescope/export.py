@@ -27,7 +27,7 @@ from phasescope.errors import InputError
 from phasescope.rundir import RunDir
 from phasescope.rundir.files import atomic_write_bytes, atomic_write_text, read_json, refuse_link
 from phasescope.rundir.metrics import Metrics
-from phasescope.rundir.records import Record, read_records
+from phasescope.rundir.records import Record, check_against_spec, read_records
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
 
@@ -64,6 +64,7 @@ def _run(run_dir) -> tuple[Path, list[Record], Metrics]:
     records = read_records(RunDir(path).records).records
     if not records:
         raise InputError(f"{RunDir(path).records} holds no records; run the sweep first")
+    check_against_spec(records, RunDir(path).read_spec(), str(RunDir(path).records))
     return path, records, current_metrics(path)
 
 

@@ -14,7 +14,7 @@ from phasescope.errors import InputError
 from phasescope.rundir import RunDir, check_schema
 from phasescope.rundir.files import atomic_write_text, read_json
 from phasescope.rundir.metrics import Metrics
-from phasescope.rundir.records import Record, read_records
+from phasescope.rundir.records import Record, check_against_spec, read_records
 
 if TYPE_CHECKING:
     from phasescope.reporting.compare import ComparedRun
@@ -49,6 +49,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
             f"{path}: the records say step {found.records[0].step}, but {spec_path} says the sweep counted phases with "
             f"step {step}; the records belong to another sweep (phases 0..{step - 1} would be misread)"
         )
+    check_against_spec(found.records, spec, str(path))
     metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
     from phasescope.analysis.candidates import with_answers
 
@@ -60,7 +61,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     metrics["n_resamples"] = n_resamples
     metrics["records_sha256"] = records_digest(path)
     metrics["schema"] = METRICS_SCHEMA
-    notes = [partial_note(spec, found.records)]
+    notes = [partial_note(spec, found.records) if spec else missing_spec_note(spec_path)]
     if found.truncated_tail:
         notes.append("the last line of records.jsonl was cut short (an interrupted sweep) and is left out")
     if any(notes):
@@ -98,6 +99,16 @@ def partial_note(spec: dict, records: list[Record]) -> str | None:
     return (
         f"partial run: {len(records)} of {planned} planned records (an interrupted sweep?); the statistics describe "
         "only the records present -- rerun the sweep's command (manifest.json) to finish it"
+    )
+
+
+def missing_spec_note(spec_path: Path) -> str:
+    """What a run without its spec.json can and cannot say."""
+    state = "is empty" if spec_path.exists() else "is missing"
+    return (
+        f"{spec_path} {state}: the records cannot be checked against the sweep that wrote them (its offsets, "
+        "contents and renderings), and a partial run cannot be told from a finished one; the statistics describe the "
+        "records as they are"
     )
 
 
@@ -187,6 +198,7 @@ def paired(runs, labels: list[str] | None = None, n_resamples: int = 2000) -> di
     for path in paths:
         check_sweep_run_dir(path)
         records = read_records(RunDir(path).records).records
+        check_against_spec(records, RunDir(path).read_spec(), str(RunDir(path).records))
         if not records:
             raise InputError(f"{path} holds no records yet; run its sweep first")
         loaded.append(records)

@@ -14,6 +14,7 @@ asks, and where conflicts are refused::
 
 from __future__ import annotations
 
+import numbers
 import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -22,7 +23,37 @@ from phasescope.designs import DESIGNS  # noqa: F401  (re-exported: where sweeps
 from phasescope.errors import InputError
 
 SCHEMA = 2  # spec.json's layout; run directories of schema 1 (no "schema" key) still resume
+MAX_OFFSETS = 1_000_000  # offsets a sweep may list: each is a prompt per content
 MAX_SAMPLES = 100_000  # contents per sweep; more would take days to check and score, and hung silently
+
+
+def parse_offsets(text: str) -> list[int]:
+    """'0:24' (start:stop, stop excluded) or '0,1,5': the command line's forms, which Python takes too."""
+    bounds = None
+    try:
+        if ":" in text:
+            bounds = tuple(int(x) for x in text.split(":"))
+            start, stop = bounds
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        bounds, values = None, []
+    if bounds is not None:
+        if stop - start > MAX_OFFSETS:
+            raise InputError(
+                f"offsets {text!r} list {stop - start:,} offsets; at most {MAX_OFFSETS:,} (every offset is a prompt "
+                "per content): sweep a range that shows the period, e.g. 0:48, or a sparser list"
+            )
+        values = list(range(start, stop))
+    if not values or min(values) < 0:
+        raise InputError(f"offsets {text!r}: use start:stop (e.g. 0:24) or a list (e.g. 0,1,2,3)")
+    return values
+
+
+def _whole(name: str, value, example: str) -> None:
+    """An integer argument given from Python as something else (a bool, a float, text) is refused by name."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer (e.g. {example}), got {value!r} ({type(value).__name__})")
 
 
 @dataclass(frozen=True)
@@ -99,10 +130,25 @@ class SweepSpec:
     backend: object | None = None  # the model's backend's Options (backends/options.py); None: its defaults
 
     def __post_init__(self) -> None:
+        if isinstance(self.offsets, str):  # the command line's form, from Python
+            object.__setattr__(self, "offsets", parse_offsets(self.offsets))
         if self.offsets is not None:  # a list or range from Python: one comparable value
-            object.__setattr__(self, "offsets", tuple(self.offsets))
+            try:
+                object.__setattr__(self, "offsets", tuple(self.offsets))
+            except TypeError:
+                raise InputError(
+                    f"offsets must be a list of integers or text like '0:24', got {self.offsets!r}"
+                ) from None
+            for d in self.offsets:
+                _whole("offsets", d, "offsets=range(24) or offsets='0:24'")
+            object.__setattr__(self, "offsets", tuple(int(d) for d in self.offsets))
             if not self.offsets or min(self.offsets) < 0:
                 raise InputError(f"offsets must be a non-empty list of integers >= 0; got {list(self.offsets)}")
+        if self.samples is not None:
+            _whole("samples", self.samples, "samples=50")
+            object.__setattr__(self, "samples", int(self.samples))  # numpy's integers are not JSON
+        _whole("seed", self.seed, "seed=0")
+        object.__setattr__(self, "seed", int(self.seed))
         if self.samples is not None and not 1 <= self.samples <= MAX_SAMPLES:
             raise InputError(
                 f"--samples {self.samples} is invalid; allowed: 1 to {MAX_SAMPLES:,} contents (each is scored at every "

@@ -137,7 +137,9 @@ def ablate(**given) -> None:
     per phase, a specialization index per head with a Holm-corrected p, and the held-out causal check
     of the top-k heads per phase (docs/ablation.md)."""
     from phasescope.inspect.ablation import ablation_matrix
+    from phasescope.rundir.owner import claim_out
 
+    claim_out(given["out"], "phasescope ablate", may_hold=("sweep",))  # before the ablations, not after
     result = ablation_matrix(**ablation_arguments(given), progress=True)
     print_ablation(result)
     if given["out"]:

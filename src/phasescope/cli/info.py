@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.table import Table
 
@@ -55,7 +53,9 @@ def savings(
     tokens: int = typer.Option(131072, min=1, max=2**40, help="Context length in tokens (up to 2^40)."),
     local: int = typer.Option(None, min=0, help="Override the scheme's raw local window L."),
     vocab_size: int = typer.Option(151936, min=2, help="Vocabulary size (does not change the cache)."),
-    bytes_per_value: int = typer.Option(2, min=1, help="Bytes per cached number (2 = bf16, 4 = fp32)."),
+    bytes_per_value: int = typer.Option(
+        2, min=1, max=8, help="Bytes per cached number (1 = fp8, 2 = bf16, 4 = fp32, 8 = fp64; at most 8)."
+    ),
 ) -> None:
     """KV-cache size of a compressed model vs the same model with full attention (formula)."""
     from phasescope.kv import scheme as get_scheme
@@ -83,8 +83,9 @@ def demo(
     by side through `phasescope compare`."""
 
     from phasescope.demo import run_demo
+    from phasescope.rundir.owner import claim_out
 
-    run_demo(Path(out), retrain, samples, console)
+    run_demo(claim_out(out, "phasescope demo"), retrain, samples, console)
 
 
 @command("cache-demo")

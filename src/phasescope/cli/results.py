@@ -133,7 +133,9 @@ def compare(
 
     from phasescope.api import compared_runs
     from phasescope.reporting.compare import rich_table, run_notes, write_compare
+    from phasescope.rundir.owner import claim_out
 
+    claim_out(out, "phasescope compare", may_hold=("comparison",))
     comparison = None
     if paired:
         from phasescope.results import paired as paired_runs

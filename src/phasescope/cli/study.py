@@ -24,9 +24,15 @@ def reproduce(
     ),
     jobs: int = typer.Option(1, min=1, help="--retrain: training processes at a time (one thread each)."),
     seeds: int = typer.Option(
-        3, min=1, help="Seeds 0..K-1 of every recipe (at 3: every shipped seed of the recipes amendment 5 gave more)."
+        3,
+        min=1,
+        max=100,
+        help="Seeds 0..K-1 of every recipe (at 3: every shipped seed of the recipes amendment 5 gave more; at most "
+        "100: each seed is a trained model per recipe).",
     ),
-    samples: int = typer.Option(256, min=8, help="Contents per sweep, each at offsets 0..23."),
+    samples: int = typer.Option(
+        256, min=8, max=100_000, help="Contents per sweep, each at offsets 0..23 (at most 100,000)."
+    ),
     checkpoints: str = typer.Option(
         None, help="Directory of RECIPE-sSEED checkpoints (default: the shipped ones, or OUT/models with --retrain)."
     ),
@@ -35,9 +41,10 @@ def reproduce(
     and write one verdict per claim, the mitigation table and every model's row (docs/reproduction.md)."""
 
     from phasescope.reproduce import run_reproduce
+    from phasescope.rundir.owner import claim_out
 
     result = run_reproduce(
-        Path(out),
+        claim_out(out, "phasescope reproduce", may_hold=("reproduction",)),
         retrain=retrain,
         jobs=jobs,
         seeds=seeds,
@@ -86,6 +93,10 @@ def theory(
     """Gradient-flow model of training a compressor (docs/theory.md): when pooling breaks symmetry."""
     import math
     import time
+
+    from phasescope.rundir.owner import claim_out
+
+    claim_out(out, "phasescope theory", may_hold=("sweep",))  # before the flow: a bad --out fails at once
 
     for name, value in (("--noise", noise), ("--capacity", capacity)):
         if not math.isfinite(value) or value > 1e6:
@@ -146,6 +157,9 @@ def preferences(
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the task rows and the bootstrap."),
 ) -> None:
     """Learned position preferences: pooling weight per window slot, layer and KV head (docs/preferences.md)."""
+    from phasescope.rundir.owner import claim_out
+
+    claim_out(out, "phasescope preferences", may_hold=("sweep",))
 
     from phasescope.inspect.preferences import (
         compare_with_run,

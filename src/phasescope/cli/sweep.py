@@ -7,31 +7,19 @@ import time
 
 import typer
 
+from phasescope import specs
 from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.options import STEP
+from phasescope.errors import InputError
 from phasescope.specs import RunOptions, SweepSpec
-
-MAX_OFFSETS = 1_000_000
 
 
 def parse_offsets(text: str) -> list[int]:
-    """'0:24' (start:stop, stop excluded) or '0,1,5'."""
+    """'0:24' (start:stop, stop excluded) or '0,1,5' (specs.parse_offsets, as a parameter error)."""
     try:
-        if ":" in text:
-            start, stop = (int(x) for x in text.split(":"))
-            if stop - start > MAX_OFFSETS:
-                raise typer.BadParameter(
-                    f"{text!r} lists {stop - start:,} offsets; at most {MAX_OFFSETS:,} (every offset is a prompt per "
-                    "content): sweep a range that shows the period, e.g. 0:48, or a sparser list"
-                )
-            values = list(range(start, stop))
-        else:
-            values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 0:
-        raise typer.BadParameter(f"{text!r}: use start:stop (e.g. 0:24) or a list (e.g. 0,1,2,3)")
-    return values
+        return specs.parse_offsets(text)
+    except InputError as err:
+        raise typer.BadParameter(str(err).removeprefix("offsets ")) from None
 
 
 def declared_option(declared) -> tuple[type, object]:

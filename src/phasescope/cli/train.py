@@ -40,11 +40,13 @@ def train(
 ) -> None:
     """Train a model from scratch on the key-value retrieval task; checkpoints are resumable."""
 
+    from phasescope.rundir.owner import claim_out
     from phasescope.train.config import apply_overrides
     from phasescope.train.recipes import get_recipe
     from phasescope.train.trainer import train as run_training
 
     cfg = apply_overrides(get_recipe(recipe), set_ or [])
+    claim_out(out, "phasescope train", may_hold=("model", "training"))  # its own run: --resume, or a finished one
     if estimate:
         print_estimate(cfg)
         return

@@ -73,6 +73,13 @@ def phase_ensemble(loaded: Backend, step: int, pad_id: int) -> LogitsBackend:
         )
     if step < 2:
         raise InputError(f"the phase ensemble needs a compression step >= 2, got {step}")
+    vocab = loaded.info.vocab_size
+    if not isinstance(pad_id, int) or pad_id < 0 or (vocab is not None and pad_id >= vocab):
+        allowed = f"0 .. {vocab - 1}" if vocab is not None else "an id >= 0"
+        raise InputError(
+            f"--ensemble-pad-id {pad_id} is not a token of this model (its vocabulary: {allowed}); pass an id it has, "
+            "or leave it out to use the task's filler or a one-token newline"
+        )
 
     def logits(ids: torch.Tensor) -> torch.Tensor:
         return combine([loaded.logits(x) for x in shifted_copies(ids, step, pad_id)], ids.shape[1])

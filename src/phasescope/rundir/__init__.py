@@ -103,6 +103,15 @@ class RunDir:
                 f"--out {out} holds a model ({', '.join(model_files)}), not a sweep: its manifest would be taken for "
                 "the sweep's; write the sweep to another --out (e.g. a runs/ directory)"
             )
+        from phasescope.rundir.owner import KINDS, kinds_of  # (owner reads this module's names)
+
+        for kind, markers in kinds_of(out).items():
+            if kind not in ("sweep", "model"):
+                _, what, maker = KINDS[kind]
+                raise ProbeError(
+                    f"--out {out} holds {what} ({', '.join(markers)}, made by `{maker}`), not a sweep; write the "
+                    "sweep to another --out (e.g. a runs/ directory)"
+                )
         if spec_path.exists():
             saved = read_json(
                 spec_path,

@@ -176,6 +176,63 @@ def check_record(record, where: str) -> None:
             f"step {step}; the record was edited: fix or delete that line"
         )
     _check_end(record, where)
+    _check_target(record, where)
+
+
+def _check_target(record: dict, where: str) -> None:
+    """The target is a scored candidate and ``logprob_target`` is its log-prob (every backend writes
+    them so; an edit that changes one and not the other would be analyzed silently)."""
+    logprobs, target = record["logprobs"], record.get("target", "right")
+    key = f"record content_id={record['content_id']!r} offset={record['offset']!r}"
+    if not logprobs:
+        raise InputError(f"{where}: {key} has no candidate log-probs (logprobs is empty); fix or delete that line")
+    if target not in logprobs:
+        raise InputError(
+            f"{where}: {key} names target {target!r}, which is not among its candidates {sorted(logprobs)}; the record "
+            "was edited: fix or delete that line"
+        )
+    value = logprobs[target]
+    if value is not None and abs(value - record["logprob_target"]) > 1e-6 * max(1.0, abs(value)):
+        raise InputError(
+            f"{where}: {key} has logprob_target {record['logprob_target']!r} but logprobs[{target!r}] = {value!r}; "
+            "they are the same number in every record a sweep writes: the record was edited, fix or delete that line"
+        )
+
+
+def check_against_spec(records: list[Record], spec: dict, path: str) -> None:
+    """Records against the sweep that wrote them (spec.json): offsets it swept, contents it drew,
+    renderings it made. A record outside them was edited or belongs to another sweep. ``path``: the
+    records file, whose line i + 1 holds ``records[i]``."""
+    offsets, samples = spec.get("offsets"), spec.get("samples")
+    probe = spec.get("probe") if isinstance(spec.get("probe"), dict) else {}
+    gaps = probe.get("kv_gaps")
+    lm_eval = str(probe.get("probe", "")).startswith("lm-eval")
+    for i, r in enumerate(records):
+        where, key = f"{path} line {i + 1}", f"record content_id={r.content_id!r} offset={r.offset}"
+        if isinstance(offsets, list) and r.offset not in offsets:
+            raise InputError(
+                f"{where}: {key} is at an offset the sweep did not sweep (its offsets: {_span(offsets)}); the record "
+                "was edited or belongs to another sweep: delete that line"
+            )
+        if (
+            isinstance(samples, int)
+            and not lm_eval
+            and isinstance(r.content_id, int)
+            and not 0 <= r.content_id < samples
+        ):
+            raise InputError(
+                f"{where}: {key} names a content the sweep did not draw (contents 0..{samples - 1}); the record was "
+                "edited or belongs to another sweep: delete that line"
+            )
+        if isinstance(gaps, list) and not r.variant < len(gaps):
+            raise InputError(
+                f"{where}: {key} is rendering {r.variant}, but the sweep made {len(gaps)} (--kv-gaps "
+                f"{','.join(map(str, gaps))}); the record was edited: delete that line"
+            )
+
+
+def _span(offsets: list) -> str:
+    return f"{offsets[0]}..{offsets[-1]}" if offsets == list(range(offsets[0], offsets[-1] + 1)) else str(offsets)
 
 
 def _check_end(record: dict, where: str) -> None:

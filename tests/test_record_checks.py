@@ -1,0 +1,128 @@
+"""Edited records are refused wherever a run is read (issue #44, 2): analyze, report, export,
+load_run and compare --paired check each record against itself (target, log-probs) and against
+the sweep that wrote it (spec.json); a missing or empty spec.json is named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import phasescope
+from phasescope.errors import InputError
+from phasescope.results import paired
+
+DEMO = "src/phasescope/assets/demo/tiny-s4"
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    run = tmp_path_factory.mktemp("checks") / "run"
+    phasescope.sweep(DEMO, samples=12, offsets=range(8), out=run)
+    return run
+
+
+def edited(swept, tmp_path, change) -> str:
+    run = tmp_path / "run"
+    shutil.copytree(swept, run)
+    lines = (run / "records.jsonl").read_text().splitlines()
+    record = json.loads(lines[3])
+    change(record)
+    lines[3] = json.dumps(record)
+    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    (run / "metrics.json").unlink(missing_ok=True)
+    return str(run)
+
+
+def first_logprob(record):
+    return next(iter(record["logprobs"]))
+
+
+EDITS = {
+    "offset outside the sweep": (lambda r: r.update(offset=99), "offset the sweep did not sweep (its offsets: 0..7)"),
+    "content never drawn": (lambda r: r.update(content_id=999), "names a content the sweep did not draw"),
+    "rendering never made": (lambda r: r.update(variant=7), "is rendering 7, but the sweep made 1"),
+    "logprob_target edited": (lambda r: r.update(logprob_target=r["logprob_target"] - 1.0), "has logprob_target"),
+    "target not a candidate": (lambda r: r.update(target="nowhere"), "which is not among its candidates"),
+    "no log-probs": (lambda r: r.update(logprobs={}), "logprobs is empty"),
+    "target's log-prob removed": (lambda r: r["logprobs"].pop("right"), "which is not among its candidates"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_an_edited_record_is_refused_by_every_reader(swept, tmp_path, name):
+    change, said = EDITS[name]
+    run = edited(swept, tmp_path, change)
+    for read in (phasescope.analyze, phasescope.report, phasescope.load_run):
+        with pytest.raises(InputError, match=said.replace("(", r"\(").replace(")", r"\)")):
+            read(run)
+    with pytest.raises(InputError, match="line 4"):
+        phasescope.analyze(run)
+
+
+def test_compare_paired_checks_both_runs_records(swept, tmp_path):
+    run = edited(swept, tmp_path, lambda r: r.update(offset=99))
+    with pytest.raises(InputError, match="did not sweep"):
+        paired([swept, run], labels=["a", "b"])
+
+
+@pytest.mark.parametrize("spec", ["deleted", "{}"])
+def test_a_missing_or_empty_spec_is_named_with_what_can_still_be_read(swept, tmp_path, spec):
+    run = tmp_path / "run"
+    shutil.copytree(swept, run)
+    if spec == "deleted":
+        (run / "spec.json").unlink()
+    else:
+        (run / "spec.json").write_text(spec)
+    (run / "metrics.json").unlink(missing_ok=True)
+    note = phasescope.analyze(run).records_note
+    state = "is missing" if spec == "deleted" else "is empty"
+    assert f"spec.json {state}: the records cannot be checked against the sweep" in note
+    assert "a partial run cannot be told from a finished one" in note
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"samples": "4"}, "samples must be an integer"),
+        ({"samples": 4.5}, "samples must be an integer"),
+        ({"samples": True}, "samples must be an integer"),
+        ({"seed": 1.7}, "seed must be an integer"),
+        ({"offsets": [0.5, 1]}, "offsets must be an integer"),
+        ({"offsets": 5}, "offsets must be a list of integers or text like '0:24'"),
+        ({"offsets": "0:x"}, "use start:stop"),
+    ],
+)
+def test_the_python_api_refuses_what_the_command_line_refuses_naming_the_argument(given, said, tmp_path):
+    """issue #44, 5: InputError naming the argument, never a raw TypeError."""
+    with pytest.raises(InputError, match=said):
+        phasescope.sweep(DEMO, **given, out=tmp_path / "run")
+
+
+def test_the_python_api_takes_the_command_lines_offsets():
+    run = phasescope.sweep(DEMO, samples=2, offsets="0:8")
+    assert sorted({r.offset for r in run.records}) == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["reproduce", "--seeds", "1000000"], "less than or equal to 100"),
+        (["savings", "--bytes-per-value", "99999999999999999999"], "less than or equal to 8"),
+        (
+            ["sweep", "--model", DEMO, "--phase-ensemble", "--ensemble-pad-id", "99999999", "--out", "OUT"],
+            "not a token",
+        ),
+    ],
+)
+def test_counts_sizes_and_ids_are_bounded_before_work(args, said, tmp_path):
+    """issue #44, 3 and 4: refused at once with the bound, never a hang or an internal error."""
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+
+    args = [str(tmp_path / "run") if a == "OUT" else a for a in args]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert not (tmp_path / "run" / "records.jsonl").exists()
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
