@@ -11,6 +11,7 @@ from phasescope.cli.results import report_hint
 from phasescope.errors import InputError
 from phasescope.rundir import RunDir
 from phasescope.rundir.files import write_section
+from phasescope.rundir.owner import claim_out
 
 
 @command()
@@ -41,7 +42,6 @@ def reproduce(
     and write one verdict per claim, the mitigation table and every model's row (docs/reproduction.md)."""
 
     from phasescope.reproduce import run_reproduce
-    from phasescope.rundir.owner import claim_out
 
     result = run_reproduce(
         claim_out(out, "phasescope reproduce", may_hold=("reproduction",)),
@@ -70,6 +70,17 @@ def _setting_status(status, starts: int, began: float):
     return show
 
 
+def _check_finite(**values: float) -> None:
+    import math
+
+    for name, value in values.items():
+        if not math.isfinite(value) or value > 1e6:
+            raise InputError(
+                f"--{name} {value} is invalid; allowed: a finite number up to 1e6 (beyond it the flow's numbers "
+                "overflow)"
+            )
+
+
 @command()
 def theory(
     step: int = typer.Option(
@@ -91,18 +102,10 @@ def theory(
     ),
 ) -> None:
     """Gradient-flow model of training a compressor (docs/theory.md): when pooling breaks symmetry."""
-    import math
     import time
 
-    from phasescope.rundir.owner import claim_out
-
     claim_out(out, "phasescope theory", may_hold=("sweep",))  # before the flow: a bad --out fails at once
-
-    for name, value in (("--noise", noise), ("--capacity", capacity)):
-        if not math.isfinite(value) or value > 1e6:
-            raise InputError(
-                f"{name} {value} is invalid; allowed: a finite number up to 1e6 (beyond it the flow's numbers overflow)"
-            )
+    _check_finite(noise=noise, capacity=capacity)
 
     from phasescope.limits import refuse_beyond_memory
     from phasescope.theory import run_theory
@@ -157,8 +160,6 @@ def preferences(
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the task rows and the bootstrap."),
 ) -> None:
     """Learned position preferences: pooling weight per window slot, layer and KV head (docs/preferences.md)."""
-    from phasescope.rundir.owner import claim_out
-
     claim_out(out, "phasescope preferences", may_hold=("sweep",))
 
     from phasescope.inspect.preferences import (
