@@ -110,19 +110,39 @@ def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None
             f"{MIN_CONTENTS} ({few_varying_advice(fx.n_informative, fx.n_contents)}); the periodogram describes "
             "these contents only"
         }
-    found = _test(fits, step, alpha)
-    if found.get("kind") == "step":
-        found |= _multiple(fx, step, [q for q in periods if q % step == 0 and q > step and q not in fits], alpha)
-    return result | found
+    # multiples of the step are one claim of their own (``_multiple``), never reached by refining the
+    # step's own pattern: each refinement at full alpha named a wrong multiple in up to 14% of sweeps
+    multiples = [q for q in periods if q % step == 0 and q > step]
+    main = {p: f for p, f in fits.items() if p not in multiples}
+    found = _test(main, step, alpha) if main else {"note": "only multiples of the step can be tested"}
+    return result | _one_claim(found, _multiple(fx, step, multiples), alpha)
 
 
-def _multiple(fx: OffsetEffects, step: int, multiples: list[int], alpha: float) -> dict:
-    """A pattern that repeats every P = k·step tokens on top of the step's phases (period 8 at
-    step 4: one window in two is worse). The phases' trend is flexible enough to absorb such a
-    pattern (it is chosen next to the step's phases only), so each multiple gets its own trend,
-    chosen and checked next to its residues, and the test is whether residues mod P differ
-    beyond the step's phases (Bonferroni over the multiples tried). Run only once the step's
-    own period is detected."""
+def _one_claim(found: dict, multiple: dict, alpha: float) -> dict:
+    """The period named under one alpha: the test over the step, its divisors and other periods,
+    and the multiples' test, Holm-adjusted together (either alone at full alpha named a period in
+    up to twice alpha of the sweeps without one)."""
+    from phasescope.analysis.verdict import holm
+
+    adjusted = holm({"period": found.get("p_value"), "multiple": multiple.get("multiple_test_p")})
+    base = {"base_detected": found.get("detected"), "base_kind": found.get("kind")}
+    out = found | base | {k: v for k, v in multiple.items() if k in ("multiple_test_p", "multiple_candidate",
+                                                                      "multiples_tried")}  # fmt: skip
+    if adjusted.get("multiple", 1.0) < alpha:
+        return out | {k: v for k, v in multiple.items() if k in ("detected", "kind", "multiple_p", "step_component_p",
+                                                                 "note")}  # fmt: skip
+    if adjusted.get("period", 1.0) >= alpha:
+        out |= {"detected": None, "kind": None}
+    return out
+
+
+def _multiple(fx: OffsetEffects, step: int, multiples: list[int]) -> dict:
+    """A pattern that repeats every P = k·step tokens beyond the step's phases (period 8 at step 4:
+    one window in two is worse), with or without a step-phase pattern beside it. The phases' trend
+    is chosen next to the step's phases only and may absorb such a pattern, so each multiple gets
+    its own trend, chosen and checked next to its residues; the test is whether residues mod P
+    differ beyond the step's phases. One claim over all the multiples tried: the smallest p,
+    Bonferroni-adjusted (``multiple_test_p``), which the verdict adjusts again with its other claims."""
     passed = {}
     for period in multiples:
         residue = residues(fx, period, step)
@@ -132,13 +152,14 @@ def _multiple(fx: OffsetEffects, step: int, multiples: list[int], alpha: float) 
         if choice.degree is None or not choice.checked:
             continue
         fitted = _fading_model(fx, residue, step, choice.degree)
-        finer = _finer_p(fitted, period, step)
-        if finer < alpha / max(len(multiples), 1):
-            passed[period] = (finer, _step_part_p(fitted, period, step))
+        passed[period] = (_finer_p(fitted, period, step), fitted)
     if not passed:
-        return {}
-    period = min(passed)
-    return _as_multiple(period, step, *passed[period])
+        return {"multiple_test_p": None}
+    period = min(passed, key=lambda q: (passed[q][0], q))  # the strongest; the shortest of tied ones
+    finer, fitted = passed[period]
+    adjusted = min(1.0, finer * len(passed))
+    out = {"multiple_test_p": adjusted, "multiple_candidate": period, "multiples_tried": sorted(passed)}
+    return out | _as_multiple(period, step, finer, _step_part_p(fitted, period, step))
 
 
 def _as_multiple(period: int, step: int, finer: float, step_part: float) -> dict:
@@ -237,9 +258,6 @@ def _test(fits: dict, step: int, alpha: float) -> dict:
     detected = next(q for q in sorted(fits) if best % q == 0 and _finer_p(fits[best], best, q) >= alpha)
     if step % detected == 0:
         return {"p_value": p_value, "detected": detected, "kind": "step"}
-    if detected % step == 0:  # a multiple of the step found directly: its step component is said beside it
-        finer, step_part = _finer_p(fits[detected], detected, step), _step_part_p(fits[detected], detected, step)
-        return {"p_value": p_value} | _as_multiple(detected, step, finer, step_part)
     note = (
         f"a period-{detected} pattern, not a step-phase effect (step {step}): the phase effects and the gap "
         f"mix it with the step's phases"
@@ -276,5 +294,10 @@ def _none(note: str | None) -> dict:
         "untestable": {},
         "multiple_p": None,  # kind "multiple": the residues mod the detected period beyond the step's phases
         "step_component_p": None,  # kind "multiple": the step's own phases inside that model
+        "multiple_test_p": None,  # the claim "a multiple of the step": smallest p over the multiples, Bonferroni
+        "multiple_candidate": None,  # the multiple with that p
+        "multiples_tried": [],
+        "base_detected": None,  # the period among the step, its divisors and other periods (multiples apart)
+        "base_kind": None,
         "note": note,
     }

@@ -341,3 +341,16 @@ def simulate_ceiling_margins(
     r = RecordArrays.from_arrays(step, content, offset, phase, np.ones(len(content)))
     r.margin = level + trend + planted[phase] + 0.8 * rng.standard_t(4, len(content))
     return r
+
+
+def simulate_twice_the_step(seed: int, pp: float, n_offsets: int = 48, n_contents: int = 60) -> RecordArrays:
+    """A period of twice the step with no step component (issue #43): step 4, one window of 4 tokens
+    better by ``pp`` and the next worse by ``pp``, a 15 pp linear drift, difficulty uniform in ±0.25;
+    one record per (content, offset)."""
+    rng = np.random.default_rng([11, seed])
+    u = rng.uniform(-0.25, 0.25, n_contents)
+    d = np.arange(n_offsets)
+    pattern = np.where((d % 8) < 4, pp / 100, -pp / 100) + 0.15 * np.linspace(-0.5, 0.5, n_offsets)
+    correct = rng.random((n_contents, n_offsets)) < np.clip(0.6 + u[:, None] + pattern[None], 0.01, 0.99)
+    c, o = np.meshgrid(np.arange(n_contents), d, indexing="ij")
+    return RecordArrays.from_arrays(4, c.ravel(), o.ravel(), o.ravel() % 4, correct.ravel())

@@ -278,9 +278,22 @@ def select_trend(fx: OffsetEffects, labels: np.ndarray, what: str = "phase", fix
     best = max(tried, key=lambda row: min(row[1:]))
     if min(best[1:]) > ACCEPT_LEVEL:
         return TrendChoice(best[0], True, min(best[1:]), top, tried)
-    note = (
+    return TrendChoice(top, False, min(best[1:]), top, tried, _misfit_note(what, top, len(tried), min(best[1:])))
+
+
+def _misfit_note(what: str, top: int, n_tried: int, p: float) -> str:
+    """Why no trend passed its checks, as far as the data can say: with one checkable degree a
+    misfit at p near ACCEPT_LEVEL is as often chance (a null sweep fails it in 1 of 10) as structure."""
+    if n_tried == 1 and p > 0.001:
+        return (
+            f"with these offsets only a degree-{top} drift can be checked next to the {what} effects, and its check "
+            f"failed (p = {p:.2g}): by chance (a check at level {ACCEPT_LEVEL:g} fails in 1 of "
+            f"{round(1 / ACCEPT_LEVEL)} sweeps without any structure) or a drift or pattern it does not fit -- these "
+            "offsets cannot tell which; more windows of the step (e.g. twice the offsets) allow a more flexible, "
+            "checkable drift"
+        )
+    return (
         f"the offsets show structure that neither a smooth drift nor {what} effects explain (a drift too steep "
         f"for these offsets, or a pattern of another period): even the most flexible trend that keeps them apart "
-        f"(degree {top}) misfits (largest check p = {min(best[1:]):.2g})"
+        f"(degree {top}) misfits (largest check p = {p:.2g})"
     )
-    return TrendChoice(top, False, min(best[1:]), top, tried, note)

@@ -120,8 +120,10 @@ def _accuracy_verdict(m: dict) -> dict:
     _extremes(v, adjusted, raw, "raw accuracy", ".3f", "")
     v.update(effect=m.get("gap_pp"), effect_ci=m.get("gap_ci_pp"), p_value=m.get("gap_p_value"))
     dependence = m.get("phase_dependence") or {}
-    _claim(v, {"gap": m.get("gap_p_value"), "period": (m.get("period") or {}).get("p_value"),
-               "dependence": dependence.get("p_value")} | factor_tests(m))  # fmt: skip
+    period = m.get("period") or {}
+    _claim(v, {"gap": m.get("gap_p_value"), "period": period.get("p_value"),
+               "multiple": period.get("multiple_test_p"), "dependence": dependence.get("p_value")}
+           | factor_tests(m))  # fmt: skip
     v["period"] = _detected(m.get("period"), v)
     step = m["step"]
     if accuracy_bound := _bound(m["overall_accuracy"]):
@@ -192,7 +194,8 @@ def _log_score_verdict(m: dict, bound: str) -> dict:
     what = "log-prob margin" if s["outcome"] == "margin" else "log-prob of the right answer"
     _extremes(v, adjusted, means, f"the raw mean {what}", ".2f", " nats")
     v.update(kind=bound, effect=s.get("gap"), effect_ci=s.get("gap_ci"), p_value=s.get("gap_p_value"))
-    _claim(v, {"gap": s.get("gap_p_value"), "period": (s.get("period") or {}).get("p_value")})
+    period = s.get("period") or {}
+    _claim(v, {"gap": s.get("gap_p_value"), "period": period.get("p_value"), "multiple": period.get("multiple_test_p")})
     v["period"] = _detected(s.get("period"), v)
     if bound == "fixed answers":
         head = (
@@ -229,19 +232,23 @@ def _tested(gap, ci, p, unit, fmt, m, v, dependence) -> tuple[str, str]:
     """(kind, sentence) for a gap with an interval and a p-value, claiming only ``v['claims']``."""
     step, period = m["step"], m.get("period") or {}
     claims, gap_span = v["claims"], span(gap, ci, unit, fmt)
-    if "period" in claims and period.get("kind") == "other":
+    detected, kind = main_period(period)
+    if "period" in claims and kind == "other" and "multiple" not in claims:
         return "other period", (
-            f"a period-{period['detected']} pattern (p = {period['p_value']:.2g}), not a step-phase effect at step "
+            f"a period-{detected} pattern (p = {period['p_value']:.2g}), not a step-phase effect at step "
             f"{step}; the step's phases differ by {gap_span} (p = {p:.2g})"
         )
     if "gap" in claims:
         text = f"phase effect {gap_span} at step {step} (p = {p:.2g}); worst phase {v['worst_phase']}, best phase "
         text += f"{v['best_phase']} ({v['phase_basis']}); {_period_words(period, v)}"
         return "effect", text + (f"; {v['raw_note']}" if v.get("raw_note") else "")
-    if "period" in claims:
+    if "period" in claims or "multiple" in claims:
+        words = _period_words(period, v)  # "period 8 (a multiple of the step: ...)" or "period 4"
+        named, _, detail = words.partition(" (")
+        detail = f"({detail}" if detail else f"(p = {period['p_value']:.2g})"
         return "period", (
-            f"a period-{period['detected']} pattern over offsets at step {step} (p = {period['p_value']:.2g}), "
-            f"though the phase gap alone is not significant: {gap_span} (p = {p:.2g}{_unclaimed(v, 'gap')})"
+            f"a {named.replace('period ', 'period-')} pattern over offsets at step {step} {detail}, though the "
+            f"phase gap alone is not significant: {gap_span} (p = {p:.2g}{_unclaimed(v, 'gap')})"
         )
     if "dependence" in claims:
         return "content-specific", (
@@ -279,23 +286,38 @@ def _extremes(v: dict, adjusted: dict, raw: dict, what: str, fmt: str, unit: str
         )
 
 
+def main_period(period: dict) -> tuple[int | None, str | None]:
+    """The period named among the step, its divisors and other periods (multiples of the step are a
+    claim of their own); metrics of schema 4 before the split keep it in ``detected``."""
+    if "base_detected" in period:
+        return period.get("base_detected"), period.get("base_kind")
+    return period.get("detected"), period.get("kind")
+
+
 def _detected(period: dict | None, v: dict) -> int | None:
-    if not period or period.get("p_value") is None or "period" not in v["claims"]:
+    if not period:
         return None
-    return period.get("detected") or None
+    if "multiple" in v["claims"]:
+        return period.get("multiple_candidate") or period.get("detected")
+    if period.get("p_value") is None or "period" not in v["claims"]:
+        return None
+    return main_period(period)[0] or None
 
 
 def _period_words(period: dict, v: dict) -> str:
+    if "multiple" in v["claims"]:
+        tried = len(period.get("multiples_tried") or []) or 1
+        return (
+            f"period {period['detected']} (a multiple of the step: a pattern every {period['detected']} tokens "
+            f"beyond the step's phases, p = {period['multiple_p']:.2g}, {period['multiple_test_p']:.2g} over the "
+            f"{tried} multiple{'s' if tried > 1 else ''} tried; the step's phases inside it, p = "
+            f"{period['step_component_p']:.2g})"
+        )
     if period.get("p_value") is None:
         return "period not tested"
-    if "period" in v["claims"] and period.get("kind") == "multiple":
-        return (
-            f"period {period['detected']} (a multiple of the step: the step's phases, p = "
-            f"{period['step_component_p']:.2g}, and a pattern every {period['detected']} tokens, p = "
-            f"{period['multiple_p']:.2g})"
-        )
-    if "period" in v["claims"] and period.get("detected"):
-        return f"period {period['detected']}"
+    detected = main_period(period)[0]
+    if "period" in v["claims"] and detected:
+        return f"period {detected}"
     return "no significant period"
 
 

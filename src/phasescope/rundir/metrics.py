@@ -73,6 +73,11 @@ class Period:
     note: str | None
     multiple_p: float | None = None  # kind "multiple" (a multiple of the step): its residues beyond the step's phases
     step_component_p: float | None = None  # kind "multiple": the step's own phases inside that model
+    multiple_test_p: float | None = None  # the claim "a multiple of the step" over all multiples tried (Bonferroni)
+    multiple_candidate: int | None = None
+    multiples_tried: list[int] = field(default_factory=list)
+    base_detected: int | None = None  # the period named apart from multiples of the step
+    base_kind: str | None = None
 
 
 @dataclass(frozen=True)
