@@ -46,7 +46,8 @@ def main() -> None:
     for offsets, pp in ((48, 15.0), (24, 15.0), (48, 0.0)):
         truth = 8 if pp else None
         row = f"period 8 at step 4 (no step component), 0:{offsets}, ±{pp:g} pp"
-        print(f"{row}: {tally(lambda i, o=offsets, p=pp: simulate_twice_the_step(i, o, p), n, truth)}", flush=True)
+        draw = lambda i, o=offsets, p=pp: simulate_twice_the_step(i, pp=p, n_offsets=o)  # noqa: E731
+        print(f"{row}: {tally(draw, n, truth)}", flush=True)
 
 
 if __name__ == "__main__":
