@@ -114,6 +114,7 @@ def test_the_python_api_takes_the_command_lines_offsets():
             ["sweep", "--model", DEMO, "--phase-ensemble", "--ensemble-pad-id", "99999999", "--out", "OUT"],
             "not a token",
         ),
+        (["train", "tiny-s4", "--set", "task.seq_len=100000000", "--estimate"], "needs about 1,907.4 GiB of memory"),
     ],
 )
 def test_counts_sizes_and_ids_are_bounded_before_work(args, said, tmp_path):

@@ -16,7 +16,7 @@ import torch
 from phasescope.data.retrieval import sample_batch
 from phasescope.train.config import TrainConfig
 from phasescope.train.models import build_model
-from phasescope.train.trainer import batch_loss, make_optimizer, to_torch
+from phasescope.train.trainer import batch_loss, make_optimizer, refuse_beyond_memory, to_torch
 
 MEASURED_TOKENS = 65_536  # the recipe's whole batch is measured up to this many tokens; above, fewer rows
 WHOLE_BATCH_BUDGET_S = 10.0  # measure the whole batch only when one step of it should take less than this
@@ -37,6 +37,7 @@ class Measured:
 def estimate(cfg: TrainConfig) -> dict:
     """Parameter count, measured step time and peak memory, the whole run's time here, and the
     compute in FLOPs (6 x parameters x tokens) with what that is on one H100."""
+    refuse_beyond_memory(cfg, rows=1)  # the docs' promise: memory checked before any work, one row timed first
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     model = build_model(cfg, compressed=True, seed=cfg.seed)

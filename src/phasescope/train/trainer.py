@@ -223,7 +223,7 @@ def train(
         raise InputError(f"batch_size={cfg.batch_size} must be divisible by the number of processes ({ddp.world})")
     if cfg.arch == "hf-deepseek-v4":
         hf_deepseek_v4_config(cfg)  # refuses a scheme transformers cannot build, before anything is written
-    _refuse_beyond_memory(cfg)
+    refuse_beyond_memory(cfg)
     init_source = resolve_init(cfg.init_from, cfg.seed, cfg.arch)  # refuses a bad init_from before anything is written
     checkpoint = _prepare_run_dir(out, cfg, resume)
     if ddp.world > 1:
@@ -296,16 +296,18 @@ class Done:
         self.updating = False
 
 
-def _refuse_beyond_memory(cfg: TrainConfig) -> None:
-    """Before anything is written: weights, gradients and AdamW's two moments (float32), and a
-    generous allowance for one batch's activations."""
+def refuse_beyond_memory(cfg: TrainConfig, rows: int | None = None) -> None:
+    """Before anything is written or built: weights, gradients and AdamW's two moments (float32),
+    and a generous allowance for the activations of ``rows`` rows (default: the whole batch; the
+    estimate times one row first)."""
     model = cfg.model_config()
     parameters = model.approx_parameters()
-    activations = cfg.batch_size * cfg.task.seq_len * (model.d_model + model.d_ff) * model.n_layers * 4 * 8
+    rows = cfg.batch_size if rows is None else rows
+    activations = rows * cfg.task.seq_len * (model.d_model + model.d_ff) * model.n_layers * 4 * 8
     refuse_unless_fits(
-        f"training {cfg.name} ({parameters:,} parameters, batches of {cfg.batch_size} x {cfg.task.seq_len} tokens)",
+        f"training {cfg.name} ({parameters:,} parameters, batches of {rows} x {cfg.task.seq_len} tokens)",
         16 * parameters + activations,
-        "lower --set batch_size or the model's sizes (model.d_model, model.d_ff, ...)",
+        "lower --set batch_size, task.seq_len or the model's sizes (model.d_model, model.d_ff, ...)",
     )
 
 
