@@ -91,3 +91,12 @@ def test_claim_out_names_what_it_found_and_lets_a_command_resume_its_own(tmp_pat
     assert claim_out(None, "phasescope train") is None
     with pytest.raises(InputError, match="filesystem root"):
         claim_out("/", "phasescope demo")
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "export"])
+def test_reading_a_model_directory_as_a_run_says_what_it_is_and_where_to_sweep(command):
+    """issue #44, 6: it advised sweeping into the model's directory, which sweep refuses."""
+    result = CliRunner().invoke(app, [command, DEMO], env={"COLUMNS": "300"})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"{DEMO} holds a model (model.safetensors" in said
+    assert f"sweep this model into a directory of its own: phasescope sweep --model {DEMO} --out runs/X" in said

@@ -34,6 +34,8 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     if not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:  # 1e8 draws ran for hours, silently
         raise InputError(f"n_resamples={n_resamples} is invalid; allowed: {MIN_RESAMPLES} to {MAX_RESAMPLES:,}")
     path = RunDir(run_dir).records
+    if not path.exists():
+        check_sweep_run_dir(run_dir)  # says what the directory is instead (a model: sweep it elsewhere)
     found = read_records(path)
     if not found.records:
         raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
@@ -217,6 +219,16 @@ def check_sweep_run_dir(path: Path) -> None:
     if not path.is_dir():
         raise InputError(f"{path} is a file, not a run directory; pass the --out directory of `phasescope sweep`")
     if not RunDir(path).records.exists():
+        from phasescope.rundir.owner import KINDS, kinds_of
+
+        for kind, markers in kinds_of(path).items():  # another command's directory: a sweep may not go there
+            _, what, maker = KINDS[kind]
+            fix = "pass the --out directory of `phasescope sweep`"
+            if kind == "model":  # sweep refuses to write into a model's directory: advise one of its own
+                fix += (
+                    f", or sweep this model into a directory of its own: phasescope sweep --model {path} --out runs/X"
+                )
+            raise InputError(f"{path} holds {what} ({', '.join(markers)}, made by `{maker}`), not a sweep run: {fix}")
         raise InputError(
             f"{path} is not a sweep run directory: it has no records.jsonl; pass the --out directory of "
             f"`phasescope sweep`, or {make}"
