@@ -43,6 +43,7 @@ from scipy import stats
 
 from phasescope.analysis.cluster_ols import bootstrap_p, fit, full_rank, within
 from phasescope.analysis.offset_effects import MIN_CONTENTS
+from phasescope.analysis.phase_effects import WALD_TOL, _wald
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.trend import legendre
 
@@ -91,13 +92,19 @@ def layout(r: RecordArrays, phases: dict[str, np.ndarray]) -> dict:
 
 
 def factor_statistics(
-    r: RecordArrays, trend_degree: int | None, rng: np.random.Generator, n_boot: int, trend_note: str | None = None
+    r: RecordArrays,
+    trend_degree: int | None,
+    rng: np.random.Generator,
+    n_boot: int,
+    trend_note: str | None = None,
+    shape: dict | None = None,
 ) -> dict | None:
-    """metrics.json's ``factors`` (None when the records do not say where the prompt ends)."""
+    """metrics.json's ``factors`` (None when the records do not say where the prompt ends);
+    ``shape``: their ``layout`` when the caller has it already."""
     phases = factor_phases(r)
     if phases is None:
         return None
-    shape = layout(r, phases)
+    shape = shape or layout(r, phases)
     informative = _informative(r)
     tests = []
     if shape["groups"]:
@@ -196,26 +203,11 @@ def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_conten
     t["best_phase"] = t["phases"][int(np.argmax(effect))]["phase"]
 
 
-TINY = 1e-9  # an effect or a variance below this is rounding (a deterministic server: every answer fixed)
-
-
-def _wald(beta: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """Wald statistics of beta [...,K] with covariances [...,K,K]; 0 where the effect is rounding
-    (0/0 is no evidence), the covariance's rounding-sized directions left out."""
-    beta, cov = np.atleast_2d(beta), cov.reshape(-1, *cov.shape[-2:])
-    out = np.zeros(len(beta))
-    for i, (b, c) in enumerate(zip(beta, cov, strict=True)):
-        if np.abs(b).max() > TINY:
-            out[i] = float(b @ np.linalg.pinv(c, rcond=1e-10, hermitian=True) @ b)
-    return out
-
-
 def _wald_p(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice) -> float:
-    observed = float(_wald(beta, cov)[0])
-    if observed == 0.0:
-        return 1.0
+    """Bootstrap p of the group's Wald statistic (``phase_effects._wald``: a direction with no spread
+    and no effect -- a deterministic server's untouched factor -- adds nothing)."""
     null = np.concatenate([_wald(delta[:, sl], covs[:, sl, sl]) for delta, covs in draws])
-    return bootstrap_p(null, observed)
+    return bootstrap_p(null, float(_wald(beta, cov)), tol=WALD_TOL)
 
 
 def _between(r: RecordArrays, labels: np.ndarray, factor: str, rng: np.random.Generator) -> dict:

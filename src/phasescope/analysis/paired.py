@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from phasescope.analysis.factors import FACTORS, NAMES, describe_phase, factor_statistics
+from phasescope.analysis.factors import describe_phase, factor_phases, factor_statistics, group_words
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.verdict import ALPHA, holm
 from phasescope.errors import InputError
@@ -109,17 +109,11 @@ def _cells(a: RecordArrays, worse: np.ndarray, better: np.ndarray) -> list[dict]
     return rows
 
 
-def _phases(a: RecordArrays) -> dict[str, np.ndarray]:
-    if a.end_phase is None:
-        return {"needle": a.phase}
-    return {"needle": a.phase, "end": a.end_phase, "distance": (a.end_phase - a.phase) % a.step}
-
-
 def _where(a: RecordArrays, departed: np.ndarray, base: np.ndarray) -> tuple[str, int, int, int] | None:
     """(factor, phase, departures there, base records there) of a phase holding every departure,
     the one whose base records are fewest (the tightest description); None when no phase does."""
     best = None
-    for factor, labels in _phases(a).items():
+    for factor, labels in (factor_phases(a) or {"needle": a.phase}).items():
         values = np.unique(labels[departed])
         if len(values) == 1:
             v = int(values[0])
@@ -132,7 +126,7 @@ def _where(a: RecordArrays, departed: np.ndarray, base: np.ndarray) -> tuple[str
 def _most(a: RecordArrays, departed: np.ndarray, base: np.ndarray) -> str:
     """'most where the prompt length ≡ 3 mod 4 (40 of 120)': the phase with the highest departure rate."""
     best = None
-    for factor, labels in _phases(a).items():
+    for factor, labels in (factor_phases(a) or {"needle": a.phase}).items():
         for v in np.unique(labels):
             here = labels == v
             rate = departed[here].sum() / max(base[here].sum(), 1)
@@ -166,16 +160,16 @@ def _sentence(a, worse, better, names, factors, adjusted) -> str:
     tested = [t for t in (factors or {}).get("tests", []) if t["p_value"] is not None]
     if claimed:
         text += " (the departures follow " + " and ".join(
-            f"{' or '.join(NAMES[f] for f in t['members'])}: p = {t['p_value']:.2g}" for t in claimed
+            f"{group_words(t['members'])}: p = {t['p_value']:.2g}" for t in claimed
         )
         text += ", Holm over the factors tested)"
     elif tested:
         text += (
             " (no factor's phase explains the departures: "
-            + ", ".join(f"{' or '.join(NAMES[f] for f in t['members'])} p = {t['p_value']:.2g}" for t in tested)
+            + ", ".join(f"{group_words(t['members'])} p = {t['p_value']:.2g}" for t in tested)
             + ")"
         )
     return text
 
 
-__all__ = ["FACTORS", "pair_records", "paired_statistics"]
+__all__ = ["pair_records", "paired_statistics"]

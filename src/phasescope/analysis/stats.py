@@ -113,16 +113,13 @@ def _gap_caveat(period: dict) -> str | None:
     return f"the offsets show {period['note']}"
 
 
-def _moving_phase(r: RecordArrays) -> tuple[RecordArrays, str]:
+def _moving_phase(r: RecordArrays, shape: dict | None) -> tuple[RecordArrays, str]:
     """The records with ``phase`` the phase their design moves: the needle's, or the prompt end's when
-    the needle is held within every content and the end moves (``--design shift-end``)."""
-    phases = factor_phases(r)
-    if phases is None:
-        return r, "needle"
-    shape = layout(r, phases)
-    moving = [f for group in shape["groups"] for f in group]
+    the needle is held within every content and the end moves (``--design shift-end``). ``shape``:
+    the records' ``factors.layout`` (None: they do not say where the prompt ends)."""
+    moving = [f for group in (shape or {}).get("groups", []) for f in group]
     if "needle" not in moving and "end" in moving:
-        return replace(r, phase=phases["end"].copy(), end_phase=r.phase.copy()), "end"
+        return replace(r, phase=r.end_phase.copy(), end_phase=r.phase.copy()), "end"
     return r, "needle"
 
 
@@ -150,7 +147,9 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
     """``trend_degree``: None (default) lets the data choose the drift trend; an integer fixes it
     (0: the drift ignored -- for calibration contrasts only)."""
     rng = np.random.default_rng(seed)
-    records, (r, phase_of) = r, _moving_phase(r)
+    phases = factor_phases(r)
+    shape = None if phases is None else layout(r, phases)  # which phases move: read once, used twice
+    records, (r, phase_of) = r, _moving_phase(r, shape)
     fx = fit_offset_effects(r.cells(), rng, n_resamples)
     effects = fit_phase_effects(fx, fixed_degree=trend_degree)
     phases = per_phase(r, effects)
@@ -189,7 +188,9 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
         "log_score": log_score(r, rng, n_resamples, trend_degree),
         "phase_of": phase_of,
         "fixed_contents": fixed_contents(r),
-        "factors": factor_statistics(records, degree, np.random.default_rng([seed, 7]), n_resamples, effects.note),
+        "factors": factor_statistics(
+            records, degree, np.random.default_rng([seed, 7]), n_resamples, effects.note, shape
+        ),
     }
     metrics["verdict"] = verdict(metrics)
     return metrics

@@ -29,7 +29,6 @@ from phasescope.analysis.factors import design_words, reading
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 
 ALPHA = 0.05
-TESTS = ("gap", "period", "dependence")
 MIN_VARYING = MIN_CONTENTS  # contents whose answers change with the offset that accuracy's tests need
 
 
@@ -83,7 +82,7 @@ def _claim(v: dict, tests: dict[str, float | None]) -> None:
 def factor_tests(m: dict) -> dict[str, float | None]:
     """The factor tests that join the verdict's family: each factor of a design that moves two or
     more apart (crossed), and every between-contents comparison of a held factor. A design that
-    moves one group of factors tests it with the gap itself (``factor_claims``)."""
+    moves one group of factors tests it with the gap itself (``_factor_sentence``)."""
     factors = m.get("factors") or {}
     separable = len(factors.get("groups", [])) > 1
     return {

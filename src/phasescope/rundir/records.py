@@ -204,12 +204,13 @@ def check_against_spec(records: list[Record], spec: dict, path: str) -> None:
     renderings it made. A record outside them was edited or belongs to another sweep. ``path``: the
     records file, whose line i + 1 holds ``records[i]``."""
     offsets, samples = spec.get("offsets"), spec.get("samples")
+    swept = set(offsets) if isinstance(offsets, list) else None  # a set: every record is looked up
     probe = spec.get("probe") if isinstance(spec.get("probe"), dict) else {}
     gaps = probe.get("kv_gaps")
     lm_eval = str(probe.get("probe", "")).startswith("lm-eval")
     for i, r in enumerate(records):
         where, key = f"{path} line {i + 1}", f"record content_id={r.content_id!r} offset={r.offset}"
-        if isinstance(offsets, list) and r.offset not in offsets:
+        if swept is not None and r.offset not in swept:
             raise InputError(
                 f"{where}: {key} is at an offset the sweep did not sweep (its offsets: {_span(offsets)}); the record "
                 "was edited or belongs to another sweep: delete that line"
