@@ -42,3 +42,51 @@ def test_a_withheld_test_gives_the_true_reason_when_only_one_drift_degree_can_be
     note = m["verdict"]["sentence"]
     assert "only a degree-1 drift can be checked" in note and "by chance" in note
     assert "a drift too steep" not in note
+
+
+def _step_sweep(step: int, n_offsets: int, seed: int, pp: float = 15.0, drift: bool = True) -> dict:
+    from phasescope.analysis.simulate import Scenario, simulate
+
+    s = Scenario("drift" if drift else "no-effect", step=step, offsets=tuple(range(n_offsets)), n_contents=60,
+                 effects_pp=(0.0,) * (step - 1) + (-pp,), records_per_cell=(1, 1), bump_pp=0.0)  # fmt: skip
+    return analyze_arrays(simulate(s, np.random.default_rng([7, seed])), seed=seed, n_resamples=300)
+
+
+def test_a_pure_step_pattern_is_not_named_a_divisor():
+    """One phase of the step lower by 15 pp, under a drift: before, these sweeps named period 4 or
+    2 (the step's own pattern did not beat its divisor significantly, so the divisor won); the step
+    is now the default and a divisor needs a bound showing the pattern beyond it small."""
+    for step, n_offsets, seed in ((8, 48, 3), (8, 48, 40), (8, 24, 9), (8, 24, 21), (4, 24, 6), (4, 24, 15)):
+        m = _step_sweep(step, n_offsets, seed)
+        assert m["verdict"]["period"] == step, (step, n_offsets, seed, m["period"]["note"])
+        assert m["period"]["divisor_share_upper"] > 0.2 and "is not named" in m["period"]["note"]
+
+
+def test_a_divisor_is_named_when_the_step_pattern_beyond_it_is_bounded_small():
+    from phasescope.analysis.simulate import Scenario, simulate
+
+    s = Scenario("no-effect", step=4, n_contents=60, effects_pp=(0, -30, 0, -30), records_per_cell=(1, 1))
+    periods = [analyze_arrays(simulate(s, np.random.default_rng([7, i])), seed=i, n_resamples=300)["period"]
+               for i in range(4)]  # fmt: skip
+    assert [p["detected"] for p in periods] == [2, 2, 2, 2]
+    assert all(p["divisor_share_upper"] <= 0.2 for p in periods)
+
+
+def test_another_period_is_named_only_when_it_explains_the_offsets_beyond_the_step():
+    """Step 8, one phase lower: before, this sweep read 'a period-15 pattern, not a step-phase
+    effect'; period 15 adds nothing beyond the step's phases, so the step is named."""
+    m = _step_sweep(8, 48, 50)
+    assert m["verdict"]["period"] == 8 and m["period"]["beyond_step_p"] >= 0.05
+    assert "period 15 fits best" in m["period"]["note"]
+
+
+def test_a_multiple_the_offsets_cannot_test_is_said_beside_the_step():
+    """Step 8 over 0:24: period 16 needs 48 offsets; the period line says a multiple cannot be told apart."""
+    from phasescope.reporting.text import period_line
+    from phasescope.rundir.metrics import Metrics
+
+    m = _step_sweep(8, 24, 0, pp=30.0, drift=False)
+    assert m["period"]["detected"] == 8 and m["period"]["multiples_tried"] == []
+    line = period_line(Metrics.from_json(m))
+    assert "a multiple of the step cannot be told apart from it with these offsets (period 16 needs" in line
+    assert "--offsets 0:48" in line

@@ -356,6 +356,7 @@ def test_a_pattern_of_another_period_is_named_and_not_called_a_step_phase_effect
 
     m = analyze_arrays(simulate(Scenario(n_contents=300, period_pp=(3, 6)), np.random.default_rng(13)))
     assert m["period"]["detected"] == 3 and m["period"]["kind"] == "other"
+    assert m["period"]["beyond_step_p"] < 0.05  # named only as it explains the offsets beyond the step's phases
     assert "a period-3 pattern, not a step-phase effect" in m["inference_note"]
     typed = Metrics.from_json(m)
     assert period_line(typed).startswith("a period-3 pattern") and "not a step-phase effect" in gap_line(typed)

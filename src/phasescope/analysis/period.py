@@ -47,11 +47,14 @@ from phasescope.analysis.trend import (
     MIN_CYCLES,
     TrendChoice,
     design,
+    dummies,
     inflation,
     modulated,
     select_trend,
     wls_map,
 )
+
+DIVISOR_SHARE = 0.2  # a divisor of the step is named when at most this share of the step's pattern goes beyond it
 
 
 def candidates(offsets: np.ndarray) -> list[int]:
@@ -115,7 +118,69 @@ def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None
     multiples = [q for q in periods if q % step == 0 and q > step]
     main = {p: f for p, f in fits.items() if p not in multiples}
     found = _test(main, step, alpha) if main else {"note": "only multiples of the step can be tested"}
+    found = _against_step(found, fx, main, step, trend.degree, alpha)
     return result | _one_claim(found, _multiple(fx, step, multiples), alpha)
+
+
+def _against_step(found: dict, fx: OffsetEffects, fits: dict, step: int, degree: int, alpha: float) -> dict:
+    """A period other than the step is named only with evidence against the step (the step is the
+    prior hypothesis; naming the best-fitting candidate named a divisor or another period in up
+    to 14% of sweeps whose truth was the step's). A divisor d: when at most ``DIVISOR_SHARE`` of
+    the step's phase pattern goes beyond the classes mod d (a 1 - alpha bootstrap bound: no test
+    can show phases r and r + d equal, a bound can show them close). Another period: when its
+    residues explain the offsets significantly beyond the step's phases in one model."""
+    period = found.get("detected")
+    if period is None or period == step or step not in fits:
+        return found
+    if step % period == 0:
+        upper = _beyond_share_upper(fits[step]["fitted"], step, period, alpha)
+        if upper <= DIVISOR_SHARE:
+            return found | {"divisor_share_upper": upper}
+        note = (
+            f"period {period} fits best but is not named: up to {upper:.0%} of the step's phase pattern goes beyond "
+            f"the classes mod {period} ({1 - alpha:.0%} bound; a divisor is named below {DIVISOR_SHARE:.0%})"
+        )
+        return found | {"detected": step, "kind": "step", "divisor_share_upper": upper, "note": note}
+    beyond = _beyond_step_p(fx, period, step, degree)
+    if beyond < alpha:
+        return found | {"beyond_step_p": beyond}
+    note = (
+        f"period {period} fits best, but adds nothing significant beyond the step's phases (p = {beyond:.2g}): "
+        "the step is named"
+    )
+    return found | {"detected": step, "kind": "step", "beyond_step_p": beyond, "note": note}
+
+
+def _beyond_share_upper(fitted: Linear, step: int, divisor: int, alpha: float) -> float:
+    """The 1 - alpha bootstrap upper bound of the share of the step's phase pattern (sum of squared
+    phase effects) that the classes mod ``divisor`` leave over. Squared norms grow with noise, so
+    the bound leans towards naming the step."""
+    draws = fitted.theta[-(step - 1) :] + np.concatenate([[np.zeros(step - 1)], fitted.boot[:, -(step - 1) :]])
+    effects = np.concatenate([np.zeros((len(draws), 1)), draws], axis=1)  # [B+1, step]: phase 0 the reference
+    effects -= effects.mean(axis=1, keepdims=True)
+    classes = effects.reshape(len(effects), step // divisor, divisor).mean(axis=1)  # [B+1, divisor]
+    beyond = effects - np.tile(classes, step // divisor)
+    total = np.maximum((effects**2).sum(axis=1), 1e-18)
+    return float(np.quantile((beyond**2).sum(axis=1) / total, 1 - alpha))
+
+
+def _beyond_step_p(fx: OffsetEffects, period: int, step: int, degree: int) -> float:
+    """Bootstrap p-value that residues mod ``period`` explain the offsets beyond the step's phases
+    and the trend: the residues' indicators with the step's model projected out (weighted), kept
+    where they are not collinear with it."""
+    base = design(fx.offset, degree, residues(fx, step, step), fx.component)
+    extra = dummies(residues(fx, period, step))
+    extra = extra - base @ (wls_map(base, fx.weight) @ extra)
+    u, s, vt = np.linalg.svd(np.sqrt(fx.weight)[:, None] * extra, full_matrices=False)
+    keep = s > 1e-8 * max(s.max(initial=0.0), 1e-300)
+    if not keep.any():
+        return 1.0
+    x = np.concatenate([base, extra @ vt[keep].T], axis=1)
+    fitted = linear(fx, wls_map(x, fx.weight))
+    rows = np.eye(x.shape[1])[base.shape[1] :]
+    observed = _wald(rows @ fitted.theta, rows @ fitted.cov @ rows.T)
+    null = _wald(fitted.boot @ rows.T, rows @ fitted.boot_cov @ rows.T)
+    return bootstrap_p(null, float(observed), tol=WALD_TOL)
 
 
 def _one_claim(found: dict, multiple: dict, alpha: float) -> dict:
@@ -127,12 +192,12 @@ def _one_claim(found: dict, multiple: dict, alpha: float) -> dict:
     adjusted = holm({"period": found.get("p_value"), "multiple": multiple.get("multiple_test_p")})
     base = {"base_detected": found.get("detected"), "base_kind": found.get("kind")}
     out = found | base | {k: v for k, v in multiple.items() if k in ("multiple_test_p", "multiple_candidate",
-                                                                      "multiples_tried")}  # fmt: skip
+                                                                      "multiples_tried", "multiple_note")}  # fmt: skip
     if adjusted.get("multiple", 1.0) < alpha:
         return out | {k: v for k, v in multiple.items() if k in ("detected", "kind", "multiple_p", "step_component_p",
                                                                  "note")}  # fmt: skip
     if adjusted.get("period", 1.0) >= alpha:
-        out |= {"detected": None, "kind": None}
+        out |= {"detected": None, "kind": None} | ({"note": None} if found.get("kind") else {})
     return out
 
 
@@ -154,12 +219,27 @@ def _multiple(fx: OffsetEffects, step: int, multiples: list[int]) -> dict:
         fitted = _fading_model(fx, residue, step, choice.degree)
         passed[period] = (_finer_p(fitted, period, step), fitted)
     if not passed:
-        return {"multiple_test_p": None}
+        return {"multiple_test_p": None, "multiple_note": _untold_multiple(fx, step, multiples)}
     period = min(passed, key=lambda q: (passed[q][0], q))  # the strongest; the shortest of tied ones
     finer, fitted = passed[period]
     adjusted = min(1.0, finer * len(passed))
     out = {"multiple_test_p": adjusted, "multiple_candidate": period, "multiples_tried": sorted(passed)}
     return out | _as_multiple(period, step, finer, _step_part_p(fitted, period, step))
+
+
+def _untold_multiple(fx: OffsetEffects, step: int, multiples: list[int]) -> str:
+    """Why no multiple of the step was tested: these offsets cannot tell a pattern every k·step
+    tokens from the step's own (said beside a period named the step, so it is not read as one)."""
+    if multiples:
+        return (
+            f"a multiple of the step ({', '.join(map(str, multiples))}) cannot be told apart from it here: its drift "
+            "is not separable from its residues or the contents start at different phases"
+        )
+    span = MIN_CYCLES * 2 * step
+    return (
+        f"a multiple of the step cannot be told apart from it with these offsets (period {2 * step} needs offsets "
+        f"spanning {span} tokens, e.g. --offsets 0:{span})"
+    )
 
 
 def _as_multiple(period: int, step: int, finer: float, step_part: float) -> dict:
@@ -297,7 +377,10 @@ def _none(note: str | None) -> dict:
         "multiple_test_p": None,  # the claim "a multiple of the step": smallest p over the multiples, Bonferroni
         "multiple_candidate": None,  # the multiple with that p
         "multiples_tried": [],
+        "multiple_note": None,  # no multiple of the step could be tested: why
         "base_detected": None,  # the period among the step, its divisors and other periods (multiples apart)
         "base_kind": None,
+        "divisor_share_upper": None,  # a divisor of the step found best: bound of the step's pattern beyond it
+        "beyond_step_p": None,  # another period found best: its residues beyond the step's phases
         "note": note,
     }

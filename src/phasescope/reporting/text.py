@@ -70,7 +70,8 @@ def period_line(metrics: Metrics) -> str:
     if period.kind == "multiple":
         return f"detected period {period.detected} ({p}): {period.note}"
     if period.detected:
-        return f"detected period {period.detected} ({p})"
+        notes = [n for n in (period.note, period.multiple_note if period.detected == metrics.step else None) if n]
+        return f"detected period {period.detected} ({p})" + "".join(f"; {n}" for n in notes)
     return f"no significant period ({p})"
 
 

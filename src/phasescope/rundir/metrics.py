@@ -78,6 +78,9 @@ class Period:
     multiples_tried: list[int] = field(default_factory=list)
     base_detected: int | None = None  # the period named apart from multiples of the step
     base_kind: str | None = None
+    divisor_share_upper: float | None = None  # a divisor found best: bound of the step's pattern beyond it
+    beyond_step_p: float | None = None  # another period found best: its residues beyond the step's phases
+    multiple_note: str | None = None  # no multiple of the step could be tested: why
 
 
 @dataclass(frozen=True)
