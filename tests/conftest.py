@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
 
 from phasescope.kv import CompressionConfig
 from phasescope.model import Decoder, ModelConfig
@@ -27,6 +28,13 @@ from phasescope.model import Decoder, ModelConfig
 # thread, so the two do not fight over the cores; a plain run keeps both.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 torch.set_num_threads(1 if XDIST_WORKER else 2)
+if XDIST_WORKER:
+    # numpy's OpenBLAS starts a thread per core in each worker too, and its threads spin while
+    # they wait: two workers' statistics took 3-4x their one-process time. One BLAS thread here,
+    # and one for every subprocess a test starts (a CLI run, a benchmark's smoke run).
+    threadpool_limits(1)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
 if XDIST_WORKER:  # xdist sets the controller's COLUMNS; rich would then ignore a test's own COLUMNS
     os.environ.pop("COLUMNS", None)
     os.environ.pop("LINES", None)
