@@ -47,7 +47,21 @@ EDITS = {
     "target not a candidate": (lambda r: r.update(target="nowhere"), "which is not among its candidates"),
     "no log-probs": (lambda r: r.update(logprobs={}), "logprobs is empty"),
     "target's log-prob removed": (lambda r: r["logprobs"].pop("right"), "which is not among its candidates"),
+    # the swept record at line 4 is right, its target above 1/2: flipped, its own log-probs contradict it
+    "correct flipped": (lambda r: r.update(correct=False), "has correct false, but its target's log-prob"),
+    "another candidate above 1/2": (
+        lambda r: r.update(logprob_target=-3.0, logprobs=r["logprobs"] | {"right": -3.0, first_other(r): -0.1}),
+        "has correct true, but another candidate is more likely than 1/2 and than the target",
+    ),
+    "same window where none can be": (
+        lambda r: r.update(same_window=True),
+        "has same_window true, but its key at 43 and value at 44 share no compression entry",
+    ),
 }
+
+
+def first_other(record):
+    return next(name for name in record["logprobs"] if name != record["target"])
 
 
 @pytest.mark.parametrize("name", sorted(EDITS))
@@ -127,3 +141,19 @@ def test_counts_sizes_and_ids_are_bounded_before_work(args, said, tmp_path):
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert not (tmp_path / "run" / "records.jsonl").exists()
     assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_correct_is_checked_only_where_every_judging_rule_agrees():
+    """A target that is a prefix of a likelier candidate is right by greedy decoding ('Paris' under
+    'Paris, France'), and an lm-eval record is judged by its task's metric: neither is refused."""
+    from phasescope.rundir.records import check_record
+
+    base = {"content_id": 0, "offset": 0, "phase": 0, "step": 4, "target": "right"}
+    prefix = {"correct": True, "logprob_target": -0.2, "logprobs": {"right": -0.2, "right, longer": -0.3}}
+    check_record(base | prefix, "prefix")
+    unsure = {"correct": False, "logprob_target": -0.8, "logprobs": {"right": -0.8, "wrong": -2.0}}
+    check_record(base | unsure, "below 1/2: greedy may answer another token")
+    lm_eval = {"correct": False, "logprob_target": -0.01, "logprobs": {"right": -0.01}, "task": "t", "doc_id": 0}
+    check_record(base | lm_eval, "lm-eval")
+    with pytest.raises(InputError, match="correct false, but its target's log-prob"):
+        check_record(base | lm_eval | {"task": None}, "the same record outside lm-eval")

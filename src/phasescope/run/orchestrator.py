@@ -30,7 +30,7 @@ from phasescope.run.manifest import manifest
 from phasescope.run.progress import checking_bar, scoring_bar
 from phasescope.run.samples import sample_logger
 from phasescope.rundir import RunDir, RunLock
-from phasescope.rundir.records import Record
+from phasescope.rundir.records import Record, same_window
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
 
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
@@ -43,13 +43,6 @@ class SweepResult:
     scored: int  # records scored by this call (0: the run was already complete)
     plan: dict | None = None  # with dry_run: what the sweep would cost, nothing scored or written
     geometry: Geometry | None = None  # what phases were counted with (step, window, align, L, its source)
-
-
-def same_window(key_first: int, value_last: int, step: int, window: int, align: int) -> bool:
-    """True when one compression entry covers the whole key and value: the first entry ending
-    at or after the value's last token must start at or before the key's first token."""
-    end = value_last + (align - 1 - value_last) % step
-    return end - window + 1 <= key_first
 
 
 def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int) -> Record:

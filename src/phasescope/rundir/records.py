@@ -106,6 +106,17 @@ class RecordFile:
     unterminated: bool = False  # the file does not end with a newline (an append would join two records)
 
 
+def same_window(key_first: int, value_last: int, step: int, window: int, align: int) -> bool:
+    """A record's ``same_window``: one compression entry covers the whole key and value (the first
+    entry ending at or after the value's last token starts at or before the key's first token)."""
+    end = value_last + (align - 1 - value_last) % step
+    return end - window + 1 <= key_first
+
+
+HALF = math.log(0.5)  # a target above it is what greedy decoding answers, whatever else is scored
+CORRECT_SLACK = 0.02  # nats: a served model's log-probs and its greedy answer may differ by rounding
+
+
 def as_records(items, where=lambda i: f"record {i}") -> list[Record]:
     """``Record``s from records or JSON objects (the Python API takes either), each checked."""
     return [Record.from_json(item, where(i)) for i, item in enumerate(items)]
@@ -177,6 +188,35 @@ def check_record(record, where: str) -> None:
         )
     _check_end(record, where)
     _check_target(record, where)
+    _check_correct(record, where)
+
+
+def _check_correct(record: dict, where: str) -> None:
+    """``correct`` against the record's own log-probs, where both rules a probe judges by agree
+    (greedy: the target's tokens are what greedy decoding gives; choice: the target is strictly
+    the most likely candidate): a target more likely than 1/2 and than every other candidate is
+    right, and a target beside another candidate more likely than 1/2 and than it is wrong (greedy
+    decoding gives that candidate; a target that is its prefix would be as likely). lm-eval records
+    are judged by their task's metric and are not checked."""
+    if record.get("task") is not None:
+        return
+    target = record.get("target", "right")
+    mine = record["logprob_target"]
+    others = [v for name, v in record["logprobs"].items() if name != target and v is not None]
+    key = f"record content_id={record['content_id']!r} offset={record['offset']!r}"
+    if not record["correct"] and mine > HALF + CORRECT_SLACK and all(mine > v for v in others):
+        raise InputError(
+            f"{where}: {key} has correct false, but its target's log-prob {mine:.4g} (p = {math.exp(mine):.2f}) is "
+            "above log 1/2 and the highest of its candidates, which every probe judges right; the record was edited: "
+            "fix or delete that line"
+        )
+    # greedy decoding gives a candidate above 1/2; the target is its prefix at best, then at least as likely
+    if record["correct"] and any(v > HALF + CORRECT_SLACK and v > mine + CORRECT_SLACK for v in others):
+        raise InputError(
+            f"{where}: {key} has correct true, but another candidate is more likely than 1/2 and than the target "
+            f"(log-probs {record['logprobs']}), which every probe judges wrong; the record was edited: fix or delete "
+            "that line"
+        )
 
 
 def _check_target(record: dict, where: str) -> None:
@@ -225,11 +265,27 @@ def check_against_spec(records: list[Record], spec: dict, path: str) -> None:
                 f"{where}: {key} names a content the sweep did not draw (contents 0..{samples - 1}); the record was "
                 "edited or belongs to another sweep: delete that line"
             )
+        _check_same_window(r, spec, where, key)
         if isinstance(gaps, list) and not r.variant < len(gaps):
             raise InputError(
                 f"{where}: {key} is rendering {r.variant}, but the sweep made {len(gaps)} (--kv-gaps "
                 f"{','.join(map(str, gaps))}); the record was edited: delete that line"
             )
+
+
+def _check_same_window(r: Record, spec: dict, where: str, key: str) -> None:
+    """A record saying one entry covers key and value when the sweep's windows (spec.json) cannot
+    cover even the value's first token with the key was edited (a multi-token value's last token,
+    which decides it, is not recorded, so the other direction cannot be checked)."""
+    window, align = spec.get("window"), r.align
+    if r.same_window is not True or not _is_int(window) or None in (r.key_pos, r.value_pos, align):
+        return
+    if not same_window(r.key_pos, r.value_pos, r.step, window, align):
+        raise InputError(
+            f"{where}: {key} has same_window true, but its key at {r.key_pos} and value at {r.value_pos} share no "
+            f"compression entry (window {window}, step {r.step}, align {align}); the record was edited: fix or delete "
+            "that line"
+        )
 
 
 def _span(offsets: list) -> str:
