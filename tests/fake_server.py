@@ -40,7 +40,7 @@ MALFORMED = {
 class FakeVLLM:
     def __init__(self, model):
         self.model = model.eval()
-        # consumed one per request: "500", "drop", "garbage", "429", "drip", or a malformed answer (MALFORMED)
+        # consumed one per request: "500", "drop", "garbage", "429", "307", "drip", or a malformed answer (MALFORMED)
         self.faults: list[str] = []
         self.token_ids_supported = True  # vLLM's logprob_token_ids; False: ignored, as by older servers
         self.prompt_ids_returned = True  # vLLM's return_token_ids (prompt_token_ids); False: ignored
@@ -78,6 +78,9 @@ class FakeVLLM:
                     return
                 if fault == "garbage":
                     self._send(200, b"{not json")
+                    return
+                if fault == "307":  # a proxy moving the API: httpx does not follow it for a POST
+                    self._send(307, b"", {"Location": "http://127.0.0.1:9/v2/completions"})
                     return
                 if fault == "429":
                     self._send(429, b"slow down", {"Retry-After": "0.2"})

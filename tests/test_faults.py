@@ -403,8 +403,11 @@ def test_garbage_json_errors_name_the_file(swept):
         (["--samples", "abc"], ["Invalid value for '--samples'", "(see `phasescope sweep --help`)"]),
         (["--step", "0"], ["Invalid value for '--step'"]),
         (["--kv-gaps", "0,1000"], ["--kv-gaps 0,1000: a gap of 1000 tokens", "use gaps of at most"]),
+        # one gap alone used to be blamed on the offsets, a huge raw window too (#44 part 6)
+        (["--kv-gaps", "1000000"], ["--kv-gaps 1000000: a gap of 1000000 tokens", "use gaps of at most"]),
+        (["--local", "100000000"], ["raw window + one compression window", "a smaller --local"]),
     ],
-    ids=["empty-out", "huge-samples", "samples-abc", "step-0", "huge-kv-gap"],
+    ids=["empty-out", "huge-samples", "samples-abc", "step-0", "huge-kv-gap", "only-a-huge-kv-gap", "huge-local"],
 )
 def test_sweep_input_mistakes_are_one_line_errors_that_name_the_option(tmp_path, model_dir, monkeypatch, args, phrases):
     """Second pass of the fault matrix (issue #22): each case an `error:` line naming the option, nothing
@@ -817,3 +820,73 @@ def test_load_run_gives_missing_numbers_as_nan_in_float_columns(swept):
     phases = load_run(swept).phases
     assert phases["ci_low"].dtype == float and phases["ci_low"].isna().all() and phases["accuracy"].dtype == float
     assert phases["ci_low"].mean() != phases["ci_low"].mean()  # NaN, computed without a TypeError
+
+
+@pytest.mark.parametrize("command", ["export", "compare"])
+def test_a_read_only_run_is_read_into_another_out_with_its_statistics_in_memory(swept, tmp_path, monkeypatch, command):
+    """export and compare write only to their --out: a run that cannot be written to (its stale
+    metrics.json not replaceable) is analyzed in memory with a warning; before, they failed with
+    'choose another --out' although --out was elsewhere (#44 part 6)."""
+    import errno
+    import shutil
+
+    import phasescope.results
+
+    run = tmp_path / "read-only"
+    shutil.copytree(swept, run)
+    (run / "metrics.json").unlink(missing_ok=True)
+    write = phasescope.results.atomic_write_text
+
+    def read_only_run(path, text):
+        if run in path.parents:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return write(path, text)
+
+    monkeypatch.setattr(phasescope.results, "atomic_write_text", read_only_run)
+    out = tmp_path / "elsewhere"
+    args = [str(run), "--out", str(out)] if command == "export" else [str(run), str(swept), "--out", str(out)]
+    result = cli(command, *args)
+    assert result.exit_code == 0, result.output
+    assert "computed in memory and not kept" in result.output and not (run / "metrics.json").exists()
+    assert any(out.iterdir())
+
+
+def test_a_full_disk_while_records_are_appended_names_the_records_file(tmp_path, monkeypatch):
+    """A full disk raises ENOSPC from the write, which names no file: the error said 'No space
+    left on device' alone (#44 part 6); it names records.jsonl and the fix, and the run resumes."""
+    import errno
+    from pathlib import Path
+
+    real_open = Path.open
+
+    def full(self, mode="r", *args, **kwargs):
+        if mode == "a" and self.name == "records.jsonl":
+
+            class Full:
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *exc):
+                    return False
+
+                def write(self, data):
+                    raise OSError(errno.ENOSPC, "No space left on device")
+
+            return Full()
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", full)
+    out = tmp_path / "run"
+    result = cli("sweep", "--model", str(ASSETS / "tiny-s4"), "--out", str(out), *FAST)
+    refused(result, "No space left on device", str(out / "records.jsonl"), "free space")
+    monkeypatch.undo()
+    again = cli("sweep", "--model", str(ASSETS / "tiny-s4"), "--out", str(out), *FAST)
+    assert again.exit_code == 0, again.output
+
+
+def test_export_into_an_existing_file_is_refused_before_the_run_is_read(swept, tmp_path):
+    """It ended in a bare 'File exists' (#44 part 6)."""
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")
+    refused(cli("export", str(swept), "--out", str(taken)), f"--out {taken} is a file", "--format lm-eval")
+    assert taken.read_text() == "{}"

@@ -268,3 +268,43 @@ def test_generation_answers_agree_with_teacher_forcing_on_a_healthy_server(serve
         length = a.answer_pos
         assert a.request_lengths == ([length + 1] if path == "per-candidate" else [length])
         assert b.request_lengths == ([length, length + 1] if path == "per-candidate" else [length])
+
+
+def test_a_redirect_names_where_the_server_points_and_what_to_pass(served, tmp_path):
+    """A 307 used to read "unreadable JSON: ''" three times over (#44 part 6)."""
+    server, directory = served
+    server.faults = ["307"]
+    try:
+        with pytest.raises(InputError) as err:
+            phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, out=tmp_path / "r",
+                             options=options(directory, concurrency=1))  # fmt: skip
+    finally:
+        server.faults = []
+    message = str(err.value)
+    assert "HTTP 307, a redirect to http://127.0.0.1:9/v2/completions" in message
+    assert "pass the address it points to, openai:http://127.0.0.1:9/v2#tiny" in message and "unreadable" not in message
+
+
+def test_a_server_that_stops_answering_logprob_token_ids_mid_run_keeps_the_records_and_says_why(
+    served, tmp_path, monkeypatch
+):
+    server, directory = served
+    answer, seen = server.answer, []
+
+    def changes_mid_run(body, fault):
+        seen.append(1)
+        if len(seen) > 8:  # the first batches were scored through logprob_token_ids
+            server.token_ids_supported = False
+        return answer(body, fault)
+
+    monkeypatch.setattr(server, "answer", changes_mid_run)
+    try:
+        with pytest.raises(InputError) as err:
+            phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=2, out=tmp_path / "r", batch_size=4,
+                             options=options(directory, concurrency=1))  # fmt: skip
+    finally:
+        server.token_ids_supported = True
+    message = str(err.value)
+    assert "stopped answering logprob_token_ids, which it answered earlier in this run" in message
+    assert "Scored records are kept; rerun the same command to resume" in message
+    assert (tmp_path / "r" / "records.jsonl").read_text().strip()

@@ -4,6 +4,7 @@ loads a model: tests/test_imports.py checks torch stays unloaded)."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import warnings
@@ -23,9 +24,14 @@ if TYPE_CHECKING:
 MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000
 
 
-def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
+READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = True) -> Metrics:
     """Statistics from ``records.jsonl`` alone; writes ``metrics.json`` (with the digest of the
-    records it describes, so a report can tell when they changed)."""
+    records it describes, so a report can tell when they changed). ``must_save=False`` (a reader
+    such as export or compare that writes elsewhere): a run that cannot be written to is
+    analyzed in memory, with a warning, instead of refused."""
     from phasescope.analysis.stats import analyze_records
 
     run_dir = Path(run_dir)
@@ -71,7 +77,16 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000) -> Metrics:
     metrics["metrics_sha256"] = metrics_digest(metrics)
     # allow_nan=False: a statistic without data is null, never a NaN a reader would mistake for a number
     text = json.dumps(metrics, indent=2, sort_keys=True, allow_nan=False)
-    atomic_write_text(RunDir(run_dir).metrics, text)
+    try:
+        atomic_write_text(RunDir(run_dir).metrics, text)
+    except OSError as err:
+        if must_save or err.errno not in READ_ONLY:
+            raise
+        warnings.warn(
+            f"{run_dir} cannot be written to ({err.strerror}): its statistics are computed in memory and not kept "
+            "in metrics.json",
+            stacklevel=2,
+        )
     return Metrics.from_json(json.loads(text), str(RunDir(run_dir).metrics))  # what a later reader gets
 
 
@@ -134,18 +149,18 @@ def current_metrics(run_dir: str | Path) -> Metrics:
     records = RunDir(run_dir).records
     stale = current is None or not records.exists() or current.get("records_sha256") != records_digest(records)
     if stale or current.get("schema") != METRICS_SCHEMA:
-        return analyze(run_dir)
+        return analyze(run_dir, must_save=False)
     if current.get("metrics_sha256") != metrics_digest(current):
         warnings.warn(
             f"{metrics_path} was changed after `phasescope analyze` wrote it (its digest differs); it is recomputed "
             "from records.jsonl, and the edit is not shown",
             stacklevel=2,
         )
-        return analyze(run_dir)
+        return analyze(run_dir, must_save=False)
     try:
         return Metrics.from_json(current, str(metrics_path))
     except (InputError, TypeError):  # a key missing or misshapen although the digest matches: recomputed
-        return analyze(run_dir)
+        return analyze(run_dir, must_save=False)
 
 
 def report(run_dir: str | Path) -> Path:

@@ -189,6 +189,14 @@ class ServedModel(Backend):
         target = list(item.candidates[item.target])
         return self._greedy(item, len(target), check_read=bool(self.no_echo)) == target
 
+    def _stopped(self) -> str:
+        return (
+            f"{self.url}: the server stopped answering logprob_token_ids, which it answered earlier in this run (was "
+            "it restarted with another version or options?); the rest would be scored another way than the records "
+            f"before, so nothing more is scored. {KEPT} once the server answers logprob_token_ids again (vLLM: "
+            "serve it as before)"
+        )
+
     def _teacher_forced(self, items: list[ProbeItem]) -> list[dict]:
         """``score`` without ``--answers generation``: every token read after the prompt + the
         answer so far."""
@@ -200,7 +208,7 @@ class ServedModel(Backend):
                 return results
             except FastPathUnavailable as missing:
                 if self.no_echo:
-                    raise InputError(f"{self.url}: the server stopped answering logprob_token_ids") from None
+                    raise InputError(self._stopped()) from None
                 self.no_echo = False
                 if not isinstance(missing, NoTokenIds):
                     self.fast = False  # no logprob_token_ids at all: the echoed single request cannot work either
@@ -212,7 +220,7 @@ class ServedModel(Backend):
                 return results
             except FastPathUnavailable:
                 if self.fast:  # it worked before: the server changed its answers, not a missing feature
-                    raise InputError(f"{self.url}: the server stopped returning logprob_token_ids") from None
+                    raise InputError(self._stopped()) from None
                 self.fast = False  # this server does not support it: one request per candidate
         jobs = [(item, name, tokens) for item in items for name, tokens in item.candidates.items()]
         with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
@@ -443,7 +451,7 @@ class ServedModel(Backend):
         for attempt in range(self.options.retries + 1):
             if attempt:
                 time.sleep(max(wait, min(self.options.backoff * 2 ** (attempt - 1), 30.0)))
-            status, text, retry_after = self._send(body)
+            status, text, retry_after, location = self._send(body)
             wait = 0.0
             if status is None or status >= 500:
                 last = text if status is None else f"HTTP {status}: {text[:200]}"
@@ -458,6 +466,8 @@ class ServedModel(Backend):
                     )
                 last = "HTTP 429 (rate limited)" + (f", Retry-After {wait:g} s" if retry_after is not None else "")
                 continue
+            if 300 <= status < 400:
+                raise InputError(self._redirected(status, location, item))
             if status >= 400:
                 raise InputError(
                     f"{self.url}: the server refused the request (HTTP {status}; content {item.content_id}, offset "
@@ -472,9 +482,21 @@ class ServedModel(Backend):
             f"{item.offset}; last: {last}). {KEPT}"
         )
 
-    def _send(self, body: dict) -> tuple[int | None, str, float | None]:
-        """(HTTP status or None for no answer, body text or the failure, Retry-After seconds), the
-        whole exchange within ``--timeout`` seconds: a server that drips bytes is cut off."""
+    def _redirected(self, status: int, location: str | None, item: ProbeItem) -> str:
+        """A redirect is not followed (a POST's body is not resent to a place the user did not name):
+        say where the server points, as the URL to pass instead."""
+        where = f" to {location}" if location else ""
+        base = location.removesuffix("/completions") if location else None
+        fix = f"pass the address it points to, openai:{base}#{self.model}" if base else "pass the server's own address"
+        return (
+            f"{self.url}: the server answered HTTP {status}, a redirect{where} (content {item.content_id}, offset "
+            f"{item.offset}); phasescope does not follow redirects: {fix}. {KEPT}"
+        )
+
+    def _send(self, body: dict) -> tuple[int | None, str, float | None, str | None]:
+        """(HTTP status or None for no answer, body text or the failure, Retry-After seconds, a
+        redirect's Location), the whole exchange within ``--timeout`` seconds: a server that drips
+        bytes is cut off."""
         import httpx
 
         deadline = time.monotonic() + self.options.timeout
@@ -484,13 +506,14 @@ class ServedModel(Backend):
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
                     if time.monotonic() > deadline:
-                        return None, f"no complete answer within --timeout {self.options.timeout:g} s", None
+                        return None, f"no complete answer within --timeout {self.options.timeout:g} s", None, None
                 text = b"".join(chunks).decode("utf-8", errors="replace")
-                return response.status_code, text, _retry_after(response.headers.get("retry-after"))
+                headers = response.headers
+                return response.status_code, text, _retry_after(headers.get("retry-after")), headers.get("location")
         except httpx.TimeoutException:
-            return None, f"no complete answer within --timeout {self.options.timeout:g} s", None
+            return None, f"no complete answer within --timeout {self.options.timeout:g} s", None, None
         except httpx.TransportError as err:
-            return None, f"{type(err).__name__}: {err}", None
+            return None, f"{type(err).__name__}: {err}", None, None
 
 
 def _retry_after(header: str | None) -> float | None:

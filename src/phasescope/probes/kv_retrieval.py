@@ -156,20 +156,33 @@ class KVRetrievalProbe(Probe):
             answer - t.pair_len - self.min_gap - moves,  # beyond the model's raw window + one window
         )
         first = 1 + max(self.params.kv_gaps)  # room for the key to move back in gapped variants
-        if last < first and last >= 1 + min(self.params.kv_gaps):
-            raise ProbeError(
-                f"--kv-gaps {','.join(map(str, self.params.kv_gaps))}: a gap of {max(self.params.kv_gaps)} tokens "
-                f"between the needle's key and value does not fit in prompts of {answer} tokens (the offsets alone "
-                f"would); use gaps of at most {max(0, last - 1)} tokens"
-            )
         if last < first:
-            raise ProbeError(
-                f"offsets up to {span} do not fit: the needle must end more than {t.min_distance} tokens (the "
-                f"task's min_distance) and at least {self.min_gap} tokens (the model's raw window + one compression "
-                f"window) before the question, which leaves {max(0, last - first + 1 + moves)} positions in prompts of "
-                f"{answer} tokens; use fewer offsets, a longer task (task.seq_len) or --context-tokens"
-            )
+            raise ProbeError(self._no_room(span, answer, last, moves))
         return first + int(self.params.depth * (last - first))
+
+    def _no_room(self, span: int, answer: int, last: int, moves: int) -> str:
+        """Why the needle has no place, naming the one setting at fault: the key-value gaps, the raw
+        window (``--local``), or the offsets."""
+        t, gaps = self.task, self.params.kv_gaps
+        if last >= 1:  # the offsets fit; the gapped key does not
+            return (
+                f"--kv-gaps {','.join(map(str, gaps))}: a gap of {max(gaps)} tokens between the needle's key and "
+                f"value does not fit in prompts of {answer} tokens (the offsets alone would); use gaps of at most "
+                f"{max(0, last - 1)} tokens"
+            )
+        if answer - t.pair_len - self.min_gap < 1:  # even offset 0 is inside the raw window
+            return (
+                f"the model's raw window + one compression window ({self.min_gap} tokens before the question, kept "
+                f"uncompressed) is longer than the prompts of {answer} tokens: no needle can sit where only "
+                "compression reaches it; if the model's raw window is smaller, say so with a smaller --local, else "
+                "sweep longer prompts (--context-tokens, or a longer task.seq_len)"
+            )
+        return (
+            f"offsets up to {span} do not fit: the needle must end more than {t.min_distance} tokens (the "
+            f"task's min_distance) and at least {self.min_gap} tokens (the model's raw window + one compression "
+            f"window) before the question, which leaves {max(0, last + moves)} positions in prompts of "
+            f"{answer} tokens; use fewer offsets, a longer task (task.seq_len) or --context-tokens"
+        )
 
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         if min(offsets) < 0:

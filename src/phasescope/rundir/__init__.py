@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError, ProbeError
-from phasescope.rundir.files import atomic_write_text, differences, differing_keys, read_json, refuse_link
+from phasescope.rundir.files import (
+    append_text,
+    atomic_write_text,
+    differences,
+    differing_keys,
+    read_json,
+    refuse_link,
+)
 from phasescope.rundir.records import read_records
 from phasescope.specs import SCHEMA, SweepSpec
 
@@ -79,13 +86,11 @@ class RunDir:
         """--log-samples: a batch's samples, written before its records (an interruption between the
         two leaves a sample whose record is rescored and logged again: readers keep the last)."""
         refuse_link(self.samples)
-        with self.samples.open("a") as f:
-            f.write(lines)
+        append_text(self.samples, lines)
 
     def append(self, lines: str) -> None:
         """Records appended in one write (a batch): an interruption loses at most its last line."""
-        with self.records.open("a") as f:
-            f.write(lines)
+        append_text(self.records, lines)
 
     def open_for_sweep(
         self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False, own_defaults=None

@@ -38,6 +38,18 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def append_text(path: Path, text: str) -> None:
+    """``text`` appended to ``path`` in one write; a failure names the file (a full disk raises
+    ENOSPC from the write, which carries no file name)."""
+    try:
+        with path.open("a") as f:
+            f.write(text)
+    except OSError as err:
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+        raise
+
+
 def refuse_link(path: Path) -> None:
     """InputError when ``path`` is a symbolic link: phasescope never writes through one."""
     if Path(path).is_symlink():

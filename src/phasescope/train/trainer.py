@@ -30,6 +30,7 @@ from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import CheckpointError, InputError
 from phasescope.limits import refuse_unless_fits
 from phasescope.rundir.files import (
+    append_text,
     atomic_write_text,
     differences,
     differing_keys,
@@ -149,8 +150,7 @@ class Logger:
     def write(self, record: dict) -> None:
         if self.enabled:
             refuse_link(self.path)
-            with self.path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_text(self.path, json.dumps(record) + "\n")
 
 
 RUN_FILES = (
