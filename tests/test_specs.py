@@ -191,3 +191,25 @@ def test_a_probe_option_added_since_reads_as_its_default_in_an_older_run():
     saved = {"probe": {"probe": "padding-completion"}, "sweep": {"model": "m", "probe": older}}
     assert upgrade_spec(saved, defaults)["sweep"]["probe"] == {"name": "padding-completion"} | defaults
     assert defaults["single_run"] is False
+
+
+def test_a_run_whose_probe_description_lacks_a_parameter_added_since_resumes(tmp_path):
+    """spec.json's top-level ``probe`` (``Probe.spec()``) was compared raw: a parameter the probe
+    gained since the run was made (here: its key deleted, as a run from before it existed)
+    refused every resume, even with the parameter at its default (#45 part 1). A missing key now
+    reads as the parameter's declared default; a real difference is still refused."""
+    from phasescope.train.shipped import DEMO
+
+    model, run = str(DEMO / "tiny-s4"), tmp_path / "run"
+    common = dict(samples=2, offsets=range(8), out=run)
+    first = phasescope.sweep(model, **common)
+    spec = json.loads((run / "spec.json").read_text())
+    for key in ("kv_gaps", "n_distractors", "design"):
+        del spec["probe"][key]
+    (run / "spec.json").write_text(json.dumps(spec))
+    again = phasescope.sweep(model, **common)
+    assert again.scored == 0 and len(again.records) == len(first.records)
+    del spec["sweep"]["probe"]["kv_gaps"]  # an older typed section too: the missing gap is the default
+    (run / "spec.json").write_text(json.dumps(spec))
+    with pytest.raises(InputError, match=r"holds a different sweep .*kv_gaps: \[0\] in the run, \[0, 1\] now"):
+        phasescope.sweep(model, kv_gaps=(0, 1), **common)

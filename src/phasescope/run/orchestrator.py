@@ -128,7 +128,11 @@ def run_sweep(
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
             opened = RunDir(out)
             # what an older spec.json's missing options were
-            own = {"probe": type(spec.probe.options)().to_json(), "backend": type(spec.backend)().to_json()}
+            own = {
+                "probe": type(spec.probe.options)().to_json(),
+                "backend": type(spec.backend)().to_json(),
+                "probe_spec": probe.spec_defaults(),
+            }
             done = opened.open_for_sweep(
                 saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records, own
             )

@@ -255,7 +255,9 @@ LEGACY_PROBE_DEFAULTS = {
 LEGACY_BACKEND_KEYS = ("dtype", "compress", "tokenizer")
 
 
-def upgrade_spec(saved: dict, probe: dict | None = None, backend: dict | None = None) -> dict:
+def upgrade_spec(
+    saved: dict, probe: dict | None = None, backend: dict | None = None, probe_spec: dict | None = None
+) -> dict:
     """A spec.json written before some option existed, read as this version would have written
     it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
     ``backend`` sections) reads as its default -- what the run did, since the option did not
@@ -265,8 +267,14 @@ def upgrade_spec(saved: dict, probe: dict | None = None, backend: dict | None = 
     defaults (JSON). Another probe's option that the old layout recorded at its default is
     dropped, and so is a model option the backend does not have (it did not act: a phasescope
     model refused --compress, a served one ignored --dtype). So adding an option never stops an
-    old run from resuming."""
+    old run from resuming. ``probe_spec``: the probe's own description (spec.json's top-level
+    ``probe``, ``Probe.spec_defaults``) at its defaults, filled in where the saved one lacks a key."""
     saved = json.loads(json.dumps(saved))
+    if probe_spec and isinstance(saved.get("probe"), dict):
+        text_probe = str(saved["probe"].get("probe", "")).endswith("(text)")
+        if text_probe and "same_phase" not in saved["probe"]:
+            saved["probe"]["same_phase"] = False  # before --same-phase the text probe did not align contents
+        saved["probe"] = probe_spec | saved["probe"]
     sweep = saved.get("sweep")
     if not isinstance(sweep, dict):
         return saved
