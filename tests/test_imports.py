@@ -164,7 +164,9 @@ def run_dir(tmp_path):
     """A finished sweep's run directory, written by hand (no model involved)."""
     records = [
         {"content_id": c, "offset": d, "phase": d % 4, "step": 4, "align": 0, "correct": (c + d) % 3 > 0,
-         "logprob_target": -0.5, "logprobs": {"right": -0.5, "wrong": -1.5}, "variant": 0, "target": "right"}
+         "logprob_target": -0.5 if (c + d) % 3 else -1.5,
+         "logprobs": {"right": -0.5, "wrong": -1.5} if (c + d) % 3 else {"right": -1.5, "wrong": -0.5},
+         "variant": 0, "target": "right"}
         for c in range(12)
         for d in range(8)
     ]  # fmt: skip

@@ -19,7 +19,7 @@ def test_a_model_whose_raw_window_covers_the_needle_is_refused():
     """The probe moves the needle back as far as the task allows; beyond that it refuses, and
     the sweep re-checks every item (a probe that did not plan is caught too)."""
     wide = from_callable(planted_model().logits, vocab_size=TASK.vocab_size, step=4, local=100)
-    with pytest.raises(ProbeError, match=r"at least 104 tokens \(the model's raw window \+ one compression window\)"):
+    with pytest.raises(ProbeError, match=r"raw window \+ one compression window \(104 tokens before the question"):
         phasescope.sweep(wide, task=TASK, samples=1)
     unplanned = KVRetrievalProbe(TASK).items(OFFSETS, 1, np.random.default_rng(0))  # min_gap 0: middle of the row
     with pytest.raises(ProbeError, match=r"inside the model's raw window \(L = 64\)"):

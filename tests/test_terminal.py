@@ -23,7 +23,8 @@ def write_run(run, step=4, contents=40, offsets=24, bad_phase=0, seed=0):
             p = 1 / (1 + np.exp(-(0.6 + ease - 0.03 * d - 1.2 * (phase == bad_phase))))
             right = bool(rng.random() < p)
             lp = float(np.log(p)) if right else float(np.log(1 - p)) - 1.0
-            other = min(float(np.log(1 - p)) if right else float(np.log(p)) + 0.2, 0.0)  # a log-prob is <= 0
+            # the other candidate below a right target (so no record contradicts its own answer)
+            other = lp - 0.5 if right else min(float(np.log(p)) + 0.2, 0.0)  # a log-prob is <= 0
             record = {"content_id": c, "offset": d, "phase": phase, "step": step, "correct": right}
             lines.append(json.dumps(record | {"logprob_target": lp, "logprobs": {"right": lp, "wrong": other}}))
     (run / "records.jsonl").write_text("\n".join(lines) + "\n")

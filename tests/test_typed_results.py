@@ -113,8 +113,8 @@ def _some_metrics() -> dict:
 
     rng = np.random.default_rng(1)
     records = [
-        {"content_id": c, "offset": d, "phase": d % 2, "step": 2, "correct": bool(rng.random() < 0.7),
-         "logprob_target": -0.3, "logprobs": {"right": -0.3}}
-        for c in range(6) for d in range(8)
+        {"content_id": c, "offset": d, "phase": d % 2, "step": 2, "correct": right,
+         "logprob_target": -0.3 if right else -1.2, "logprobs": {"right": -0.3 if right else -1.2}}
+        for c in range(6) for d in range(8) for right in [bool(rng.random() < 0.7)]
     ]  # fmt: skip
     return analyze_records(records, n_resamples=100)
