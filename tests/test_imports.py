@@ -21,6 +21,7 @@ ORDER = [
     "errors",
     "version",
     "validation",
+    "shipped",  # the shipped models by name (demo:tiny-s4)
     "limits",
     "options",
     "designs",  # the sweep designs: where each puts the needle and the prompt end
@@ -50,7 +51,7 @@ ORDER = [
     "__main__",
 ]
 TORCH_FREE = {
-    "errors", "version", "validation", "limits", "options", "designs", "specs", "rundir",
+    "errors", "version", "validation", "shipped", "limits", "options", "designs", "specs", "rundir",
     "analysis", "reporting", "results",
 }  # fmt: skip
 

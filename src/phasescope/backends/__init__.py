@@ -25,6 +25,7 @@ from types import ModuleType
 from phasescope.backends.options import BackendOptions, CallableOptions
 from phasescope.errors import InputError
 from phasescope.options import declared_in, drop, unused_flags
+from phasescope.shipped import expand
 
 BACKENDS: dict[str, str] = {
     "hf": "phasescope.backends.hf",
@@ -39,7 +40,9 @@ def kind(name: str) -> ModuleType:
 
 
 def spec_kind(spec: str) -> str:
-    """The registered backend a model spec names (by its prefix; a bare path: ``phasescope``)."""
+    """The registered backend a model spec names (by its prefix; a bare path: ``phasescope``;
+    ``demo:NAME``: the shipped model's)."""
+    spec = expand(spec)
     for name in BACKENDS:
         if kind(name).PREFIX and spec.startswith(kind(name).PREFIX):
             return name
@@ -105,6 +108,7 @@ def _described(name: str) -> str:
 def load_spec(spec: str, options: BackendOptions | None = None):
     """Load the model a spec names, with the backend its prefix picks (``options``: that
     backend's ``Options``; None: its defaults)."""
+    spec = expand(spec)
     name = spec_kind(spec)
     return kind(name).load(spec, backend_options(name, {}, options))
 

@@ -20,7 +20,8 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             "--model",
             metavar="SPEC",
             rich_help_panel="Model",
-            help="Model to ablate: a phasescope model directory or hf:DIR (transformers, DeepSeek-V4 included); the "
+            help="Model to ablate: a phasescope model directory, hf:DIR (transformers, DeepSeek-V4 included) or a "
+            "shipped model by name (demo:tiny-s4); the "
             "weights must load here (served openai: models cannot be ablated).",
         ),
     ),

@@ -117,6 +117,10 @@ def backends() -> None:
     table.add_row(
         "python", "phasescope.sweep(obj)", "a Decoder, a transformers PreTrainedModel or any input_ids -> logits"
     )
+    from phasescope.shipped import PREFIX, shipped_names
+
+    names = ", ".join(PREFIX + n for n in shipped_names())
+    table.add_row("(shipped)", f"{PREFIX}tiny-s4", f"a model phasescope ships, from any directory: {names}")
     console.print(table)
 
 

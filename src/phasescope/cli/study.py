@@ -145,7 +145,8 @@ def preferences(
     model: str = typer.Option(
         ...,
         "--model",
-        help="A phasescope model directory (written by `phasescope train`), or hf:DIR: a transformers "
+        help="A phasescope model directory (written by `phasescope train`), a shipped one by name (demo:tiny-s4), "
+        "or hf:DIR: a transformers "
         "DeepseekV4ForCausalLM export with phasescope.json (its task).",
     ),
     out: str = typer.Option(
@@ -161,6 +162,9 @@ def preferences(
 ) -> None:
     """Learned position preferences: pooling weight per window slot, layer and KV head (docs/preferences.md)."""
     claim_out(out, "phasescope preferences", may_hold=("sweep",))
+    from phasescope.shipped import expand
+
+    model = expand(model)  # demo:NAME
 
     from phasescope.inspect.preferences import (
         compare_with_run,

@@ -77,8 +77,9 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             ...,
             metavar="SPEC",
             rich_help_panel="Model",
-            help="Model to sweep: a phasescope model directory (from `phasescope train`) or hf:DIR (a local "
-            "transformers causal LM); all specs: `phasescope backends`.",
+            help="Model to sweep: a phasescope model directory (from `phasescope train`), hf:DIR (a local "
+            "transformers causal LM) or a shipped model by name (demo:tiny-s4, demo:tiny-full, "
+            "demo:deepseek-v4-tiny); all specs: `phasescope backends`.",
         ),
     ),
     "dtype": backend_option("dtype"),
@@ -261,8 +262,8 @@ SWEEP_OPTIONS |= declared_options_not_in(SWEEP_OPTIONS)  # the openai: options, 
 
 
 SWEEP_EXAMPLES = (
-    "Examples: the shipped tiny model: phasescope sweep --model "
-    "src/phasescope/assets/demo/tiny-s4 --out runs/tiny  ·  a local DeepSeek-V4 checkpoint, its real "
+    "Examples: the shipped tiny model: phasescope sweep --model demo:tiny-s4 --out runs/tiny  ·  "
+    "a local DeepSeek-V4 checkpoint, its real "
     "tokenizer: phasescope sweep --model hf:/models/dsv4 --probe kv-retrieval --out runs/dsv4 --dry-run  ·  "
     "your prompts on a vLLM server: phasescope sweep --model openai:http://localhost:8000/v1#my-model "
     "--tokenizer /models/my-model --step 4 --probe prompts:my.jsonl --out runs/served  ·  then: phasescope "

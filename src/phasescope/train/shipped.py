@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "reproduce"
-DEMO = ASSETS.parent / "demo"
+from phasescope.shipped import ASSETS, DEMO  # noqa: F401  (re-exported: where training and the matrix look)
+
 # seed 0 of these recipes is the demo's model (shipped once, in assets/demo)
 SHIPPED_MANIFEST = "manifest.json"  # a shipped checkpoint's recipe, overrides, command and final evaluation
 DEMO_SEED0 = {"tiny-s4": "tiny-s4", "tiny-full": "tiny-full", "hf-deepseek-v4-tiny": "deepseek-v4-tiny"}
