@@ -40,6 +40,16 @@ OTHER_ROWS = {
                  records_per_cell=ONE), 5),
     "no effect, step 4, 0:24": (Scenario("no-effect", step=4, n_contents=60, records_per_cell=ONE), None),
 }  # fmt: skip
+STEP4 = dict(step=4, effects_pp=(0, 0, 0, -30), records_per_cell=ONE)
+CONFOUND_ROWS = {  # the pure step-4 effect under a real sweep's confounds
+    "step 4, 0:24, 30 pp, 12 contents": (Scenario("drift", n_contents=12, bump_pp=0.0, **STEP4), 4),
+    "step 4, 0:24, 30 pp, 40% of contents at the ceiling": (
+        Scenario("drift", n_contents=60, ceiling_share=0.4, bump_pp=0.0, **STEP4), 4),
+    "step 4, 0:24, 30 pp, the hardest 30% miss phase 0": (
+        Scenario("drift", n_contents=60, missing=(0, 0.3), bump_pp=0.0, **STEP4), 4),
+    "step 4, 0:24, 30 pp, contents at random starts, drift + bump": (
+        Scenario("drift+bump", n_contents=60, starts="uniform", **STEP4), 4),
+}  # fmt: skip
 
 
 def tally(draw, n: int, truth: int | None) -> str:
@@ -54,10 +64,14 @@ def tally(draw, n: int, truth: int | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=60, help="simulated sweeps per row")
-    parser.add_argument("--rows", choices=("step", "other", "twice", "all"), default="all", help="which rows to run")
+    parser.add_argument(
+        "--rows", choices=("step", "other", "confound", "twice", "all"), default="all", help="which rows to run"
+    )
     args = parser.parse_args()
     n = args.sims
-    rows = {"step": STEP_ROWS, "other": OTHER_ROWS, "twice": {}, "all": STEP_ROWS | OTHER_ROWS}[args.rows]
+    everything = STEP_ROWS | OTHER_ROWS | CONFOUND_ROWS
+    groups = {"step": STEP_ROWS, "other": OTHER_ROWS, "confound": CONFOUND_ROWS, "twice": {}, "all": everything}
+    rows = groups[args.rows]
     for name, (s, truth) in rows.items():
         draw = lambda i, s=s: simulate(s, np.random.default_rng([7, i]))  # noqa: E731
         print(f"{name}: {tally(draw, n, truth)}", flush=True)

@@ -8,6 +8,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from phasescope.cli import app
+from phasescope.rundir.metrics import Metrics
 
 
 def write_run(run, step=4, contents=40, offsets=24, bad_phase=0, seed=0):
@@ -89,3 +90,32 @@ def test_lm_eval_task_tables_keep_metric_names_whole_at_80_columns():
     text = console.export_text()
     assert "…" not in text and text.count("exact_match") == 1 and "0.620]" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_candidate_table_wider_than_80_columns_is_one_line_per_candidate_with_nothing_cut():
+    """Four candidates at 1e-5 were cut to "7.03e-06 [6.52e-…" and "P(pair+…" (#46 part 8); a table
+    too wide for the terminal is printed one line per candidate, every number whole."""
+    from rich.console import Console
+
+    from phasescope.analysis.stats import analyze_records
+    from phasescope.reporting.terminal import probability_renderables
+
+    rng = np.random.default_rng(0)
+    records = []
+    for c in range(12):
+        for d in range(8):
+            right = bool(rng.random() < 0.6)
+            lp = -0.2 if right else -2.5
+            others = {"pair+1": -11.9 + 0.1 * d, "pair+2": -11.5, "pair-1": -12.1 - 0.01 * c}
+            records.append({"content_id": c, "offset": d, "phase": d % 4, "step": 4, "correct": right,
+                            "logprob_target": lp, "logprobs": {"right": lp} | others})  # fmt: skip
+    metrics = Metrics.from_json(analyze_records(records, n_resamples=100))
+    for width, long in ((80, True), (200, False)):
+        console = Console(width=width, record=True)
+        for renderable in probability_renderables(metrics, width):
+            console.print(renderable)
+        text = console.export_text()
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+        assert ("one line per candidate" in text) == long
+        assert text.count("P(pair+1) [95%]") == (4 if long else 1)  # each phase's line, or the header
+        assert all("e-06 [" in line and line.rstrip().endswith("]") for line in text.splitlines() if "e-06 [" in line)

@@ -28,7 +28,7 @@ def analyze(
         console.print(f"[yellow]note:[/] {metrics.records_note}", highlight=False)
     from phasescope.reporting.terminal import task_tables
 
-    for table in task_tables(metrics.task_metrics or {}):
+    for table in task_tables(metrics.task_metrics or {}, console.width):
         console.print(table)
     say_path(f"wrote {RunDir(run_dir).metrics}")
 
@@ -65,7 +65,7 @@ def print_metrics(metrics, title: str) -> None:
     console.print(phase_table(metrics, title))
     for line in detail_lines(metrics):
         console.print(line, highlight=False)
-    for renderable in probability_renderables(metrics):
+    for renderable in probability_renderables(metrics, console.width):
         console.print(renderable, highlight=False)
 
 

@@ -84,29 +84,39 @@ def detail_lines(metrics: Metrics) -> list[str]:
     return [line for line in lines if line]
 
 
-def probability_renderables(metrics: Metrics) -> list:
+def probability_renderables(metrics: Metrics, width: int = 80) -> list:
     probabilities = probability_table(metrics)
     if probabilities is None:
         return []
     head, rows = probabilities
-    table = Table(title="mean probability of each candidate per phase", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in head:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
+    keys = len(head) - len(metrics.candidate_probabilities["candidates"])  # phase, pad units, contents
+    table = fitting_table("mean probability of each candidate per phase", head, rows, keys, width, "candidate")
     return [table, probability_line(metrics)]
 
 
-def task_tables(per_task: dict) -> list[Table]:
+def task_tables(per_task: dict, width: int = 80) -> list[Table]:
     """lm-eval tasks: each metric per phase, with its 95% interval by document, and at offset 0."""
-    out = []
-    for title, head, rows in task_metric_tables(per_task):
-        table = Table(title=title)
-        names = max(len(row[0]) for row in rows) if rows else 0
-        table.add_column(head[0], justify="left", no_wrap=True, min_width=names)  # exact_match whole, never exact_m…
-        for column in head[1:]:
-            table.add_column(column, justify="right", overflow="fold")  # a value and its interval wrap at 80 columns
+    return [fitting_table(title, head, rows, 1, width, "column") for title, head, rows in task_metric_tables(per_task)]
+
+
+def fitting_table(title: str, head: list[str], rows: list[list[str]], keys: int, width: int, what: str) -> Table:
+    """``rows`` as they are when they fit ``width`` columns; else one line per (row, value column):
+    the ``keys`` first columns, the value column's name (``what``) and its value, so no number or
+    interval is cut ("7.03e-06 [6.52e-…") or broken over lines ("[0.000 , 0.000]")."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(head, *rows, strict=True)]
+    if sum(widths) + 3 * len(head) <= width:
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in head:
+            table.add_column(column, justify="right", no_wrap=True)
         for row in rows:
             table.add_row(*row)
-        out.append(table)
-    return out
+        return table
+    table = Table(title=title, caption=f"wider than {width} columns: one line per {what}",
+                  box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+    for column in [*head[:keys], what]:
+        table.add_column(column, justify="left", overflow="fold")
+    table.add_column("value [95%]", justify="right", no_wrap=True)
+    for row in rows:
+        for j, (name, value) in enumerate(zip(head[keys:], row[keys:], strict=True)):
+            table.add_row(*(row[:keys] if j == 0 else [""] * keys), name, value, end_section=j == len(head) - keys - 1)
+    return table
