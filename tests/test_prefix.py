@@ -59,3 +59,46 @@ def test_an_interrupted_sweep_with_reuse_resumes_to_the_same_records(tmp_path):
     again = phasescope.sweep(model, task=TASK, samples=4, batch_size=2, out=part)
     assert again.scored == len(lines) - 30
     assert_same_records(again.records, whole)
+
+
+def test_long_prompts_with_reuse_reach_the_disk_a_few_contents_at_a_time(tmp_path, monkeypatch):
+    """With reuse every content of a chunk was one batch: a 1K-token sweep of 12 contents wrote
+    all 288 records at its end (#46 part 2). Batches now hold REUSE_TOKENS of prompt (here one
+    content), and the records equal the plain sweep's."""
+    import phasescope.backends.logits
+    from phasescope.rundir import RunDir
+
+    monkeypatch.setattr(phasescope.backends.logits, "REUSE_TOKENS", 100)  # fewer than one prompt: one content
+    writes = []
+    append = RunDir.append
+    monkeypatch.setattr(RunDir, "append", lambda self, lines: (writes.append(lines.count("\n")), append(self, lines)))
+    torch.manual_seed(0)
+    model = Decoder(preset("tiny", TASK.vocab_size, scheme("tiny-4", local=8)))
+    kwargs = dict(task=TASK, samples=4, offsets=range(8), local=8)
+    reused = phasescope.sweep(model, out=tmp_path / "run", **kwargs).records
+    assert writes == [8, 8, 8, 8]  # one content's offsets per write
+    assert_same_records(reused, phasescope.sweep(model, prefix_reuse=False, **kwargs).records)
+
+
+def test_an_interrupt_says_how_many_records_are_on_disk(tmp_path, monkeypatch):
+    """Ctrl-C said 'finished work is on disk' when none was; it counts the records kept."""
+    from phasescope.backends.logits import LogitsBackend
+
+    score, calls = LogitsBackend.score, []
+
+    def interrupted_on_the_third_batch(self, items):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return score(self, items)
+
+    monkeypatch.setattr(LogitsBackend, "score", interrupted_on_the_third_batch)
+    torch.manual_seed(0)
+    model = Decoder(preset("tiny", TASK.vocab_size, scheme("tiny-4", local=8)))
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt) as stop:
+        phasescope.sweep(model, task=TASK, samples=6, offsets=range(8), local=8, batch_size=2, out=run)
+    kept = len((run / "records.jsonl").read_text().splitlines())
+    assert kept > 0 and str(stop.value) == (
+        f"{kept} of 48 records are on disk in {run} ({48 - kept} to score); rerun the same command to continue"
+    )

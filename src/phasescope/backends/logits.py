@@ -28,6 +28,7 @@ from phasescope.probes.base import ProbeItem
 from phasescope.specs import ModelGeometry
 
 LONG_PROMPT = 2048  # tokens: from here, multi-token candidates continue from the prompt's cache
+REUSE_TOKENS = 4096  # prompt tokens per batch of contents that share their cache over the offsets
 LogitsFn = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -49,11 +50,19 @@ class LogitsBackend(Backend):
         return usable and (plan.single_token or plan.longest >= LONG_PROMPT)
 
     def batches(self, chunk: list[ProbeItem]) -> list[list[ProbeItem]]:
-        """With reuse: one variant at every offset (the offsets share the cache); else plain."""
-        if self.reuses_cache():
-            variants = sorted({it.variant for it in chunk})
-            return [[it for it in by_offset(chunk) if it.variant == v] for v in variants]
-        return plain_batches(chunk, self.plan.batch_size)
+        """With reuse: one variant at every offset (the offsets share the cache) of as many
+        contents as ``REUSE_TOKENS`` of prompt hold, so long prompts reach the disk a content or two
+        at a time (a 1K-token sweep of 12 contents wrote all 288 records at its end); else plain."""
+        if not self.reuses_cache():
+            return plain_batches(chunk, self.plan.batch_size)
+        per_batch = max(1, REUSE_TOKENS // max(1, self.plan.longest))
+        contents = list(dict.fromkeys(it.content_id for it in chunk))  # in the stream's order
+        out = []
+        for variant in sorted({it.variant for it in chunk}):
+            for start in range(0, len(contents), per_batch):
+                these = set(contents[start : start + per_batch])
+                out.append([it for it in by_offset(chunk) if it.variant == variant and it.content_id in these])
+        return out
 
     def score(self, items: list[ProbeItem]) -> list[dict]:
         results = None

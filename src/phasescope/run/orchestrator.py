@@ -214,6 +214,31 @@ def _score_missing(
     ``log``, its items' prompts to samples.jsonl first)."""
     scored = 0
     bar = scoring_bar(progress, total, len(done))
+    try:
+        scored = _score_batches(model, geometry, chunks, done, out, bar, log)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(_kept(done, total, out)) from None
+    finally:
+        if bar:
+            bar.stop()
+    return scored
+
+
+def _kept(done: dict, total: int, out) -> str:
+    """What an interruption left: the records on disk and how many remain (never 'work is saved'
+    when none is)."""
+    if out is None:
+        return "nothing was saved (no --out): rerun with --out DIR to keep finished records"
+    if not done:
+        return f"no record had finished, so {out} holds none yet; rerun the same command to start again"
+    return (
+        f"{len(done):,} of {total:,} records are on disk in {out} ({total - len(done):,} to score); rerun the same "
+        "command to continue"
+    )
+
+
+def _score_batches(model: Backend, geometry: Geometry, chunks, done: dict, out, bar, log) -> int:
+    scored = 0
     for chunk in chunks:
         for batch in model.batches(chunk):
             if all(item_key(it) in done for it in batch):
@@ -226,13 +251,11 @@ def _score_missing(
             fresh = [r for r in records if r.key not in done]
             if log is not None:
                 log([it for it, r in zip(batch, records, strict=True) if r.key not in done])
-            for r in fresh:
-                done[r.key] = r
             if out is not None:
                 RunDir(out).append("".join(r.line() for r in fresh))  # one write per batch
+            for r in fresh:  # after the write: an interruption counts only records on disk
+                done[r.key] = r
             scored += len(fresh)
             if bar:
                 bar.advance(bar.task_ids[0], len(fresh))
-    if bar:
-        bar.stop()
     return scored
