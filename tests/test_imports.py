@@ -196,10 +196,14 @@ def test_reading_results_never_loads_torch(run_dir, command):
 
 
 def test_run_directory_file_names_are_spelled_in_one_module():
-    """spec.json, manifest.json, records.jsonl, metrics.json, report.html and .lock are spelled as
-    path components only in phasescope/rundir/__init__.py (``RunDir`` and its names); everything else
-    reaches them through it, so renaming or adding a run file is one edit."""
-    names = {"spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"}
+    """Every file a run directory holds (spec.json, manifest.json, records.jsonl, metrics.json,
+    report.html, .lock, samples.jsonl, figures/, the sections other commands add, a comparison's
+    pages, the lm-eval export) is spelled as a path component only in phasescope/rundir/__init__.py
+    (``RunDir`` and its names); everything else reaches them through it, so renaming or adding a run
+    file is one edit."""
+    names = {"spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock", "samples.jsonl",
+             "figures", "ablation.json", "preferences.json", "theory.json", "preferences.png", "compare.html",
+             "paired.json", "lm_eval_results.json"}  # fmt: skip
     spelled = [
         f"{path.relative_to(SRC)}:{node.lineno} {node.value}"
         for path in (SRC / "phasescope").rglob("*.py")

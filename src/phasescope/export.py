@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.rundir import RunDir
+from phasescope.rundir import LM_EVAL_RESULTS, RunDir
 from phasescope.rundir.files import atomic_write_bytes, atomic_write_text, read_json, refuse_link
 from phasescope.rundir.metrics import Metrics
 from phasescope.rundir.records import Record, check_against_spec, read_records
@@ -171,7 +171,7 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt!r} is invalid; allowed: {' | '.join(FORMATS)}")
     if fmt == "lm-eval":
-        path = Path(out) if out else Path(run_dir) / "lm_eval_results.json"
+        path = Path(out) if out else Path(run_dir) / LM_EVAL_RESULTS
         if out and path.exists() and not _our_lm_eval_file(path):
             raise InputError(f"--out {path} exists and is not a phasescope lm-eval export; choose a new file")
         _, records, metrics = _run(run_dir)

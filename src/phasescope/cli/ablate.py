@@ -9,6 +9,7 @@ from phasescope.cli.options import STEP
 from phasescope.cli.results import report_hint
 from phasescope.cli.sweep import backend_option, parse_offsets, probe_option
 from phasescope.errors import InputError
+from phasescope.rundir import ABLATION
 from phasescope.rundir.files import write_section
 
 FEW_CONTENTS = 10  # below this many tested contents the held-out intervals are said to be wide
@@ -144,7 +145,7 @@ def ablate(**given) -> None:
     result = ablation_matrix(**ablation_arguments(given), progress=True)
     print_ablation(result)
     if given["out"]:
-        write_section(given["out"], "ablation.json", result)
+        write_section(given["out"], ABLATION, result)
         say_path(f"wrote {given['out']}/ablation.json")
         report_hint(given["out"])
 

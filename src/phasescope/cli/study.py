@@ -9,7 +9,7 @@ import typer
 from phasescope.cli.app import command, console, say_path
 from phasescope.cli.results import report_hint
 from phasescope.errors import InputError
-from phasescope.rundir import RunDir
+from phasescope.rundir import PREFERENCES, PREFERENCES_FIGURE, THEORY, RunDir
 from phasescope.rundir.files import write_section
 from phasescope.rundir.owner import claim_out
 
@@ -133,7 +133,7 @@ def theory(
     if out:
         from phasescope.theory.figures import write_figures
 
-        write_section(out, "theory.json", result)
+        write_section(out, THEORY, result)
         write_figures(result, Path(out))
         say_path(f"wrote {out}/theory.json and {out}/theory_*.png")
         report_hint(out)
@@ -197,8 +197,8 @@ def preferences(
     if out:
         from phasescope.inspect.preferences import write_figure
 
-        write_section(out, "preferences.json", prefs)
-        write_figure(prefs, Path(out) / "preferences.png", comparison)
+        write_section(out, PREFERENCES, prefs)
+        write_figure(prefs, Path(out) / PREFERENCES_FIGURE, comparison)
         say_path(f"wrote {out}/preferences.json and {out}/preferences.png")
         report_hint(out)
 

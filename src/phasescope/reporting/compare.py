@@ -18,13 +18,12 @@ from pathlib import Path
 from phasescope.errors import InputError
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number, page_head
-from phasescope.rundir import RunDir
+from phasescope.rundir import COMPARE_PAGE, FIGURES, PAIRED, RunDir
 from phasescope.rundir.files import atomic_write_text
 from phasescope.rundir.metrics import Metrics
 
 # not offset_accuracy.png: DIR may be one of the runs, whose report figures must survive
 FIGURE_NAMES = ("compare_offset_accuracy.png", "compare_gaps.png")
-PAIRED_JSON = "paired.json"  # compare --paired: the record-by-record comparison
 CAPTION = (
     "accuracy [95% CI clustered by content; none below 10 contents]; * the run's boundary phase (step - 1); "
     "blank: the run has no such phase; gap: max - min phase effect with the drift over offsets modelled, "
@@ -210,12 +209,12 @@ def write_compare(runs: list[ComparedRun], out: Path, paired: dict | None = None
     ``paired`` (``results.paired``): its sentence and cells on the page, the whole in paired.json."""
     out.mkdir(parents=True, exist_ok=True)
     if paired is not None:
-        atomic_write_text(out / PAIRED_JSON, json.dumps(paired, indent=1, allow_nan=False) + "\n")
-    offsets_png, gaps_png = (out / "figures" / name for name in FIGURE_NAMES)
+        atomic_write_text(out / PAIRED, json.dumps(paired, indent=1, allow_nan=False) + "\n")
+    offsets_png, gaps_png = (out / FIGURES / name for name in FIGURE_NAMES)
     offset_overlay({run.label: offset_curve(run) for run in runs}, offsets_png)
     gap_forest(forest_rows(runs), gaps_png)
     images = [(path.name, base64.b64encode(path.read_bytes()).decode()) for path in (offsets_png, gaps_png)]
-    page = out / "compare.html"
+    page = out / COMPARE_PAGE
     atomic_write_text(page, _page(runs, images, out, paired))
     return page
 

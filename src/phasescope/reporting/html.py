@@ -25,6 +25,7 @@ from phasescope.reporting.text import (
     task_metric_tables,
     window_line,
 )
+from phasescope.rundir import FIGURES as FIGURE_DIR
 from phasescope.rundir import RunDir
 from phasescope.rundir.files import atomic_write_text
 from phasescope.rundir.metrics import Metrics
@@ -35,7 +36,7 @@ def write_report(run_dir: Path, metrics: Metrics) -> Path:
     spec = RunDir(run_dir).read_spec()
     images = []
     for name, draw in FIGURES.items():
-        path = run_dir / "figures" / name
+        path = run_dir / FIGURE_DIR / name
         draw(metrics, path)
         images.append(figure_tag(path))
     page = _page(run_dir, metrics, spec, images)

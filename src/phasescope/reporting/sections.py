@@ -21,6 +21,7 @@ from pathlib import Path
 from phasescope.errors import InputError
 from phasescope.reporting.figures import ablation_heatmap, preference_weights
 from phasescope.reporting.text import interval, number
+from phasescope.rundir import ABLATION, FIGURES, PREFERENCES, PREFERENCES_FIGURE, THEORY
 from phasescope.rundir.files import read_json
 
 NA = "not estimable"
@@ -34,7 +35,7 @@ def optional_sections(run_dir: Path) -> str:
         if not path.exists():
             continue
         try:
-            parts.append(render(read_json(path, f"{command} output"), run_dir / "figures"))
+            parts.append(render(read_json(path, f"{command} output"), run_dir / FIGURES))
         except InputError as err:
             parts.append(_note(title, str(err)))
         except (KeyError, TypeError, ValueError, IndexError) as err:
@@ -174,7 +175,7 @@ def preferences_section(prefs: dict, figures: Path) -> str:
     parts = ["<h2>Learned position preferences</h2>", _items(lines)]
     comparison = prefs.get("run_comparison")
     if layers:
-        path = figures / "preferences.png"
+        path = figures / PREFERENCES_FIGURE
         preference_weights(prefs, path, comparison)
         parts.append(figure_tag(path))
     parts += [_layer_table(layer) for layer in layers]
@@ -243,7 +244,7 @@ def _step_row(r: dict) -> list[str]:
 
 
 SECTIONS: dict[str, tuple[str, str, Callable[[dict, Path], str]]] = {
-    "ablation.json": ("Head ablation", "phasescope ablate", ablation_section),
-    "preferences.json": ("Learned position preferences", "phasescope preferences", preferences_section),
-    "theory.json": ("Gradient-flow theory", "phasescope theory", theory_section),
+    ABLATION: ("Head ablation", "phasescope ablate", ablation_section),
+    PREFERENCES: ("Learned position preferences", "phasescope preferences", preferences_section),
+    THEORY: ("Gradient-flow theory", "phasescope theory", theory_section),
 }

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from phasescope.reproduce.matrix import Entry
+from phasescope.rundir import ABLATION
 from phasescope.rundir.files import atomic_write_text
 
 SETTINGS = {"samples": 200, "offsets": list(range(8)), "seed": 0, "top_k": 1, "component": "kv-entries"}
@@ -19,7 +20,7 @@ ALPHA = 0.05
 
 
 def kv_ablation(entry: Entry, seed: int, model_dir: Path, out: Path) -> dict:
-    path = out / "runs" / f"{entry.recipe}-s{seed}-kventries" / "ablation.json"
+    path = out / "runs" / f"{entry.recipe}-s{seed}-kventries" / ABLATION
     if path.exists():
         result = json.loads(path.read_text())
     else:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from phasescope.reproduce.matrix import LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA, MIN_SEEDS, spread
+from phasescope.rundir import FIGURES
 from phasescope.rundir.files import atomic_write_text
 
 COLUMNS = (
@@ -195,8 +196,8 @@ def write_figures(out: Path, rows: list[dict]) -> list[str]:
     forest = [(label, r["gap_pp"], r["gap_ci_pp"]) for label, r in zip(labels, swept, strict=True)]
     if not forest:
         return []
-    gap_forest(forest, out / "figures" / "gaps.png")
-    return ["figures/gaps.png"]
+    gap_forest(forest, out / FIGURES / "gaps.png")
+    return [f"{FIGURES}/gaps.png"]
 
 
 def write_compare(out: Path, rows: list[dict]) -> str | None:

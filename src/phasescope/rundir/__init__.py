@@ -36,6 +36,12 @@ SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
     "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"
 )  # fmt: skip
 SAMPLES = "samples.jsonl"  # --log-samples: the prompt (ids and text) and candidates each record was scored on
+FIGURES = "figures"  # report's and compare's figures (PNG)
+# the sections other commands add to a run with --out RUN (report.html shows each)
+ABLATION, PREFERENCES, THEORY = "ablation.json", "preferences.json", "theory.json"
+PREFERENCES_FIGURE = "preferences.png"
+COMPARE_PAGE, PAIRED = "compare.html", "paired.json"  # compare --out DIR (--paired: the record-by-record table)
+LM_EVAL_RESULTS = "lm_eval_results.json"  # export --format lm-eval, by default
 RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT, SAMPLES)
 # what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
 MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")

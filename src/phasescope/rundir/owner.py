@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.rundir import MODEL_FILES, RECORDS, SPEC
+from phasescope.rundir import COMPARE_PAGE, MODEL_FILES, PAIRED, RECORDS, SPEC
 
 # kind -> (the files that mark it, what it is, the command that makes it)
 KINDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "sweep": ((SPEC, RECORDS), "a sweep run", "phasescope sweep"),
     "training": (("log.jsonl", "checkpoints", "LATEST"), "a training run", "phasescope train"),
     "model": (MODEL_FILES, "a model", "phasescope train"),
-    "comparison": (("compare.html", "paired.json"), "a comparison", "phasescope compare"),
+    "comparison": ((COMPARE_PAGE, PAIRED), "a comparison", "phasescope compare"),
     "reproduction": (("RESULTS.md", "results.csv"), "a reproduction", "phasescope reproduce"),
 }
 
