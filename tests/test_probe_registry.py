@@ -11,6 +11,7 @@ import pytest
 
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.designs import DESIGN_MOVES, DESIGNS
+from phasescope.errors import InputError
 from phasescope.probes import PROBES, build_probe, declared_options, options_class, probe_module, probe_spec
 from phasescope.probes.base import ProbeContext, ProbeError, judge
 from phasescope.probes.options import ProbeOptions
@@ -120,3 +121,21 @@ def test_every_probe_declares_its_options_with_help_and_one_meaning_per_name():
             assert f.metadata.get("help"), f"{name}: option {f.name} has no help"
             first = seen.setdefault(f.name, (name, f.default, f.metadata["help"]))
             assert first[1:] == (f.default, f.metadata["help"]), f"{f.name}: {name} and {first[0]} declare it apart"
+
+
+def test_an_option_of_another_probe_given_at_its_default_is_refused_too():
+    """The command line passes every option at its default, so a foreign option was refused only
+    off its default: `--probe padding-completion --depth 0.5` passed silently while `--depth 0.3`
+    was refused (#45 part 2). What the user typed, or gave the Python API, is refused at any value."""
+    from typer.testing import CliRunner
+
+    import phasescope
+    from phasescope.cli import app
+
+    typed = CliRunner().invoke(app, ["sweep", "--model", "demo:tiny-s4", "--probe", "padding-completion",
+                                     "--depth", "0.5", "--out", "unused", "--dry-run"])  # fmt: skip
+    assert typed.exit_code == 2 and "--depth: not used by the padding-completion probe; drop it" in typed.output
+    with pytest.raises(InputError, match="--depth: not used by the padding-completion probe"):
+        phasescope.sweep("demo:tiny-s4", probe="padding-completion", depth=0.5, samples=2)
+    with pytest.raises(InputError, match="--compress: not an option of phasescope model directories"):
+        phasescope.sweep("demo:tiny-s4", compress=None, samples=2)  # hf:'s option, at its default

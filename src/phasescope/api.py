@@ -50,7 +50,8 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
     from phasescope.run.settings import sweep_settings
 
     name = model if isinstance(model, str) else str(model) if isinstance(model, Path) else "python"
-    spec, run = sweep_settings(name, model_kind(model), probe=probe, **options)
+    explicit = set(options) - {"backend"}  # every keyword given here was given on purpose
+    spec, run = sweep_settings(name, model_kind(model), explicit, probe=probe, **options)
     return sweep_spec(spec, run, model=model, command=command, task=task, tokenizer=tokenizer, completion=completion)
 
 

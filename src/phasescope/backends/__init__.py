@@ -87,17 +87,17 @@ def backend_options(name: str, given: dict, base: BackendOptions | None = None) 
     cls = options_class(name)
     if base is not None and not isinstance(base, cls):
         raise InputError(
-            f"{cls.__module__}.Options are the options of {_described(name)}; got {type(base).__module__}.Options"
+            f"{cls.__module__}.Options are the options of {described(name)}; got {type(base).__module__}.Options"
         )
     unused = unused_flags(cls, given, declared_options())
     if unused:
-        raise InputError(f"{unused}: not an option of {_described(name)}; {drop(unused)}")
+        raise InputError(f"{unused}: not an option of {described(name)}; {drop(unused)}")
     own = {f.name for f in fields(cls)}
     kept = {f.name: getattr(base, f.name) for f in fields(cls)} if base is not None else {}
     return cls(**kept | {n: v for n, v in given.items() if n in own})
 
 
-def _described(name: str) -> str:
+def described(name: str) -> str:
     """Backend ``name``'s models, in the plural ("hf: models")."""
     if name == "python":
         return "Python callables (they load nothing: only a tokenizer applies)"

@@ -154,6 +154,7 @@ def ablation_arguments(o: dict) -> dict:
     """ablation_matrix's arguments from the command line's values (mode and layers checked here)."""
     from phasescope.backends import backend_options, spec_kind
     from phasescope.inspect.heads import MODES
+    from phasescope.probes import declared_options
 
     if o["mode"] not in MODES:
         raise InputError(f"--mode {o['mode']!r} is invalid; allowed: {' | '.join(MODES)}")
@@ -168,6 +169,8 @@ def ablation_arguments(o: dict) -> dict:
     loading = {name: o[name] for name in ("dtype", "device", "trust_remote_code", "tokenizer")}
     options = backend_options(spec_kind(o["model"]), loading)
     same = ("samples", "mode", "seed", "top_k", "component", "step", "local", "design")
+    if not _reads_design(o["probe"]) and o["design"] == declared_options()["design"].default:
+        same = same[:-1]  # the command line's default, not the user's choice: the probe has no design
     return {
         "model": o["model"],
         "probe": o["probe"],
@@ -176,6 +179,14 @@ def ablation_arguments(o: dict) -> dict:
         "n_permutations": o["permutations"],
         "options": options,
     } | {name: o[name] for name in same}
+
+
+def _reads_design(probe: str) -> bool:
+    from dataclasses import fields
+
+    from phasescope.probes import options_class, probe_module
+
+    return "design" in {f.name for f in fields(options_class(probe_module(probe)))}
 
 
 def print_ablation(result: dict) -> None:

@@ -212,13 +212,18 @@ def with_options(table: dict[str, tuple[type, object]]):
 
     def wrap(fn):
         keyword = inspect.Parameter.KEYWORD_ONLY
+        # fn(ctx, **given): typer passes its context (which options the user typed)
+        wants_ctx = "ctx" in inspect.signature(fn).parameters
+        context = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
         fn.__signature__ = inspect.Signature(
-            [
+            (context if wants_ctx else [])
+            + [
                 inspect.Parameter(name, keyword, default=option, annotation=kind)
                 for name, (kind, option) in table.items()
             ]
         )
-        fn.__annotations__ = {name: kind for name, (kind, _) in table.items()} | {"return": None}
+        annotations = {name: kind for name, (kind, _) in table.items()} | {"return": None}
+        fn.__annotations__ = ({"ctx": typer.Context} if wants_ctx else {}) | annotations
         return fn
 
     return wrap

@@ -273,11 +273,11 @@ SWEEP_EXAMPLES = (
 
 @command(epilog=SWEEP_EXAMPLES)
 @with_options(SWEEP_OPTIONS)
-def sweep(**given) -> None:
+def sweep(ctx, **given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     from phasescope.api import prepare_sweep, run_prepared
 
-    spec, run = sweep_specs(given)
+    spec, run = sweep_specs(given, given_on_command_line(ctx, given))
     start = time.perf_counter()
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
         prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
@@ -300,9 +300,15 @@ def design_line(probe) -> str:
     )
 
 
-def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
+def given_on_command_line(ctx, given: dict) -> set[str]:
+    """The options the user typed (``ctx``: typer's context), not those left at their defaults."""
+    typed = ("COMMANDLINE", "ENVIRONMENT")
+    return {name for name in given if getattr(ctx.get_parameter_source(name), "name", None) in typed}
+
+
+def sweep_specs(o: dict, explicit: set[str] | None = None) -> tuple[SweepSpec, RunOptions]:
     """The typed sweep and how to run it, from the command line's values (the reproducing
-    command is then ``spec.command(run)``)."""
+    command is then ``spec.command(run)``); ``explicit``: the options the user typed."""
     from phasescope.probes import declared_options
     from phasescope.run.settings import sweep_settings
 
@@ -312,7 +318,7 @@ def sweep_specs(o: dict) -> tuple[SweepSpec, RunOptions]:
         if parse is not None and isinstance(options.get(name), str):
             options[name] = parse(options[name])
     options["offsets"] = None if o["offsets"] is None else parse_offsets(o["offsets"])
-    return sweep_settings(o["model"], **options)
+    return sweep_settings(o["model"], explicit=explicit, **options)
 
 
 def completion_prompts(o: dict):

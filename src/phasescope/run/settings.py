@@ -12,6 +12,7 @@ from dataclasses import fields
 from phasescope.backends import backend_options, spec_kind
 from phasescope.backends import declared_options as backend_declared
 from phasescope.errors import InputError
+from phasescope.options import drop, given_flag
 from phasescope.probes import declared_options as probe_declared
 from phasescope.probes import probe_spec
 from phasescope.specs import GeometryOverrides, Remedies, RunOptions, SweepSpec
@@ -29,12 +30,17 @@ def option_sections() -> dict[str, str]:
     return table | {name: "probe" for name in probe_declared()}
 
 
-def sweep_settings(model: str, kind: str | None = None, **options) -> tuple[SweepSpec, RunOptions]:
+def sweep_settings(
+    model: str, kind: str | None = None, explicit: set[str] | None = None, **options
+) -> tuple[SweepSpec, RunOptions]:
     """The typed sweep and how to run it from options named as `phasescope sweep`'s (``kv_gaps``,
     ``step``, ``batch_size``, ...; ``probe`` is the probe's name). ``kind``: the backend whose
     options apply (default: the one ``model``'s spec names); ``backend`` (that backend's
     ``Options``) may stand for the model options. An unknown name is refused with the closest
-    known one; an option of another probe or backend, with the flag that gave it."""
+    known one; an option of another probe or backend, with the flag that gave it. ``explicit``:
+    the options the user gave (the command line passes every option at its default too): one of
+    another probe or backend among them is refused whatever its value (``--probe copy --depth
+    0.5`` passed silently; ``--depth 0.3`` was refused)."""
     table = option_sections()
     sections: dict[str, dict] = {name: {} for name in ("sweep", "probe", "geometry", "remedies", "backend", "run")}
     base = options.pop("backend", None)
@@ -44,8 +50,10 @@ def sweep_settings(model: str, kind: str | None = None, **options) -> tuple[Swee
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise InputError(f"{name!r} is not a sweep option; {hint}the options are {', '.join(sorted(table))}")
         sections[table[name]][name] = value
-    probe = probe_spec(sections["probe"].pop("probe", "kv-retrieval"), sections["probe"])
-    backend = backend_options(kind or spec_kind(model), sections["backend"], base)
+    probe_name, kind = sections["probe"].pop("probe", "kv-retrieval"), kind or spec_kind(model)
+    _refuse_foreign(explicit or set(), table, probe_name, kind)
+    probe = probe_spec(probe_name, sections["probe"])
+    backend = backend_options(kind, sections["backend"], base)
     spec = SweepSpec(
         model,
         probe,
@@ -55,3 +63,26 @@ def sweep_settings(model: str, kind: str | None = None, **options) -> tuple[Swee
         **sections["sweep"],
     )
     return spec, RunOptions(**sections["run"])
+
+
+def _refuse_foreign(explicit: set[str], table: dict[str, str], probe: str, kind: str) -> None:
+    """An option the user gave that the sweep's probe or backend does not read, named by its flag
+    (the messages ``probe_spec`` and ``backend_options`` give for one off its default)."""
+    from phasescope.backends import described
+    from phasescope.backends import options_class as backend_class
+    from phasescope.probes import options_class as probe_class
+    from phasescope.probes import probe_module
+    from phasescope.specs import ProbeSpec
+
+    declared = probe_declared() | backend_declared()
+    owners = (("probe", probe_class(probe_module(probe))), ("backend", backend_class(kind)))
+    for section, cls in owners:
+        own = {f.name for f in fields(cls)}
+        foreign = sorted(n for n in explicit if table.get(n) == section and n != "probe" and n not in own)
+        if not foreign:
+            continue
+        flags = ", ".join(given_flag(declared[n], None) for n in foreign)
+        whose = (
+            f"used by the {ProbeSpec(probe).kind} probe" if section == "probe" else f"an option of {described(kind)}"
+        )
+        raise InputError(f"{flags}: not {whose}; {drop(flags)}")
