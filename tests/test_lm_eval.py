@@ -137,6 +137,33 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
     assert f"<td>acc,none</td><td>{offset_0:.3f}</td>" in page
 
 
+def test_a_run_of_two_tasks_gets_one_verdict_per_task_on_its_own_metric(setup):
+    """'overall accuracy 0.134 over 352 records' mixed ps_capitals' acc with ps_phrases'
+    exact_match (#46 part 5): each task is analyzed on its own records, with its own verdict."""
+    import phasescope
+    from phasescope.analysis.stats import analyze_records
+    from phasescope.rundir.records import read_records
+
+    metrics = phasescope.analyze(setup["run"], n_resamples=200)
+    assert list(metrics.per_task) == ["ps_capitals", "ps_phrases"]
+    assert metrics.verdict.sentence.startswith("2 tasks pooled (each task's own verdict follows): ")
+    assert metrics.per_task["ps_capitals"]["metric"] == "acc,none"
+    assert metrics.per_task["ps_phrases"]["metric"].startswith("exact_match")
+    mine = [r for r in read_records(setup["run"] / "records.jsonl").records if r.task == "ps_phrases"]
+    alone = analyze_records(mine, seed=0, n_resamples=200)  # the task as if swept alone
+    assert metrics.per_task["ps_phrases"]["verdict"] == alone["verdict"]["sentence"]
+    assert metrics.per_task["ps_phrases"]["overall_accuracy"] == alone["overall_accuracy"]
+    from rich.console import Console
+
+    from phasescope.reporting.terminal import verdict_text
+
+    console = Console(width=200, record=True)
+    console.print(verdict_text(metrics))
+    text = console.export_text()
+    assert "ps_capitals (acc,none): " in text and "ps_phrases (exact_match" in text
+    assert "<b>ps_phrases</b> (exact_match" in phasescope.report(setup["run"]).read_text()
+
+
 @pytest.mark.parametrize("width", [1280, 400])
 def test_the_lm_eval_report_in_chromium(setup, chrome, width, tmp_path):
     """The lm-eval run's report.html (tests/browser.py): verdict first, each task's table on the

@@ -66,6 +66,12 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
 
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase
         metrics["task_metrics"] = per_task
+    from phasescope.analysis.per_task import per_task as task_verdicts
+
+    if (tasks := task_verdicts(found.records, seed, n_resamples)) is not None:  # one verdict per task
+        metrics["per_task"] = tasks
+        pooled = metrics["verdict"]["sentence"]
+        metrics["verdict"]["sentence"] = f"{len(tasks)} tasks pooled (each task's own verdict follows): {pooled}"
     metrics["n_resamples"] = n_resamples
     metrics["records_sha256"] = records_digest(path)
     metrics["schema"] = METRICS_SCHEMA

@@ -101,7 +101,12 @@ def _task_tables(metrics: Metrics) -> str:
 
 def _verdict(metrics: Metrics) -> str:
     """The one-sentence reading first."""
-    return f'<p class="verdict"><b>Verdict:</b> {html.escape(metrics.verdict.sentence)}</p>'
+    tasks = "".join(
+        f"<li><b>{html.escape(task)}</b> ({html.escape(t['metric'])}): {html.escape(t['verdict'])}</li>"
+        for task, t in (metrics.per_task or {}).items()
+    )
+    pooled = f'<p class="verdict"><b>Verdict:</b> {html.escape(metrics.verdict.sentence)}</p>'
+    return pooled + (f'<ul class="verdict">{tasks}</ul>' if tasks else "")
 
 
 def _summary(metrics: Metrics) -> str:

@@ -30,8 +30,10 @@ def tight(pair, fmt: str) -> str:
 
 
 def verdict_text(metrics: Metrics) -> str:
-    """The one-sentence reading (metrics.json's ``verdict``)."""
-    return f"[bold]verdict:[/] {metrics.verdict.sentence}"
+    """The one-sentence reading (metrics.json's ``verdict``), then each task's own in a run of several."""
+    lines = [f"[bold]verdict:[/] {metrics.verdict.sentence}"]
+    lines += [f"  [bold]{task}[/] ({t['metric']}): {t['verdict']}" for task, t in (metrics.per_task or {}).items()]
+    return "\n".join(lines)
 
 
 def phase_table(metrics: Metrics, title: str) -> Table:

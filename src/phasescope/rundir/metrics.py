@@ -113,7 +113,7 @@ class LogScore:
 
 
 # written only when they are set (analyze adds them; analyze_records' own output lacks them)
-_SET_ONLY = ("task_metrics", "records_note", "n_resamples", "records_sha256", "schema", "metrics_sha256")
+_SET_ONLY = ("task_metrics", "per_task", "records_note", "n_resamples", "records_sha256", "schema", "metrics_sha256")
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,7 @@ class Metrics:
     log_score: LogScore | None  # the same statistics on the log-prob margin (None: no log-prob recorded)
     verdict: Verdict
     task_metrics: dict | None = None  # analysis/task_metrics.py (lm-eval probes)
+    per_task: dict | None = None  # analysis/per_task.py: each task's own verdict (runs of several tasks)
     factors: dict | None = None  # analysis/factors.py: the needle's, the prompt end's and the distance's phase
     phase_of: str = "needle"  # whose phase ``phases`` are: "needle", or "end" when the design holds the needle
     fixed_contents: dict | None = None  # contents wrong (right) at every record
