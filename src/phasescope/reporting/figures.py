@@ -129,7 +129,35 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
     if period and metrics.period.kind == "other":
         label = f"a period-{period} pattern, not the step"
     ax.set_title(f"accuracy over offsets ({label}; shaded: alternate periods)", fontsize=9)
+    _read_me(ax, READ_OFFSETS.format(n=metrics.n_contents), 120)
     _save(fig, path)
+
+
+# how to read a figure that seems to disagree with the verdict (one line under each)
+READ_OFFSETS = (
+    "How to read: the mean of these {n} contents at each offset. The period and gap tests ask whether contents in "
+    "general differ by phase, with each content's answers as one unit: a clean wave drawn by few contents, or by "
+    "contents that each prefer their own phase, can test as no period (see 'phase dependence per content')."
+)
+READ_PERIODOGRAM = (
+    "How to read: the share of these contents' drift-free pattern that d mod P explains. A tall bar is not a "
+    "test: the p-value weighs the contents' spread, and a period other than the step is named only when it "
+    "explains the offsets beyond the step's phases."
+)
+
+
+def _read_me(ax, text: str, width: int) -> None:
+    """``text`` under the x label, left-aligned with the axes (the tight crop keeps it)."""
+    ax.annotate(
+        textwrap.fill(text, width),
+        (0, 0),
+        xycoords=("axes fraction", ax.xaxis.label),
+        xytext=(0, -4),
+        textcoords="offset points",
+        va="top",
+        fontsize=7,
+        color="#444444",
+    )
 
 
 def _offset_groups(metrics: Metrics, phases: list) -> list[tuple[str, str, str, np.ndarray]]:
@@ -153,6 +181,12 @@ def periodogram(metrics: Metrics, path: Path) -> None:
     periods = sorted(explained)
     detected = metrics.period.detected
     fig, ax = plt.subplots(figsize=(5, 3.4))
+    if not periods:  # nothing to draw: say why instead of empty axes with ticks around 0
+        ax.set_axis_off()
+        why = metrics.period.note or "no candidate period could be fitted"
+        ax.text(0.5, 0.5, textwrap.fill(f"periodogram not drawn: {why}", 60), ha="center", va="center", fontsize=8)
+        _save(fig, path)
+        return
     colors = [PERIOD if p == detected else NEUTRAL for p in periods]
     ax.bar(periods, [explained[p] for p in periods], color=colors)
     ax.set_xticks(periods)
@@ -160,17 +194,9 @@ def periodogram(metrics: Metrics, path: Path) -> None:
     ax.set_ylabel("variance explained by d mod P\n(drift removed)")
     p_value = metrics.period.p_value
     ax.set_title(f"periodogram (period test p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
-    if caption := _multiples_caption(explained, detected):
-        # under the x label, left-aligned with the axes; the tight crop keeps it in the figure
-        ax.annotate(
-            caption,
-            (0, 0),
-            xycoords=("axes fraction", ax.xaxis.label),
-            xytext=(0, -4),
-            textcoords="offset points",
-            va="top",
-            fontsize=7,
-        )
+    ax.set_ylim(0, max(1e-9, *explained.values()) * 1.1)  # a share: never below 0
+    caption = _multiples_caption(explained, detected)
+    _read_me(ax, (caption + " " if caption else "") + READ_PERIODOGRAM, 75)
     _save(fig, path)
 
 
@@ -182,12 +208,11 @@ def _multiples_caption(explained: dict[int, float], detected: int | None) -> str
     if not taller:
         return None
     listed = ", ".join(map(str, sorted(taller)))
-    text = (
+    return (
         f"Multiples of {detected} ({listed}) also fit: a period-{detected} pattern repeats every "
         f"{min(taller)} offsets too, so they explain at least as much. The test picks the smallest "
         "period that explains the pattern."
     )
-    return textwrap.fill(text, 75)
 
 
 def margin_by_phase(metrics: Metrics, path: Path) -> None:
