@@ -781,7 +781,6 @@ def test_a_key_given_twice_is_refused_not_resolved_silently(swept, name):
 def test_log_samples_writes_each_records_prompt_and_export_joins_them(tmp_path, model_dir):
     """sweep --log-samples: samples.jsonl holds one line per record with the prompt ids it was scored
     on (the probe's own items), kept across a resume; export adds them to the records table."""
-    import numpy as np
 
     from phasescope.export import load_run
 
@@ -809,7 +808,14 @@ def test_log_samples_writes_each_records_prompt_and_export_joins_them(tmp_path, 
     assert table["prompt_ids"].notna().all() and len(table) == 32
     assert cli("export", str(run)).exit_code == 0  # a kv-retrieval run has no lm-eval task metrics: no such file
     assert sorted(p.name for p in (run / "export").iterdir()) == ["offsets.csv", "phases.csv", "records.csv"]
-    assert np.array_equal(json.loads(table["prompt_ids"].iloc[0]), first["prompt_ids"])
+    assert table["prompt_ids"].iloc[0] == first["prompt_ids"]  # a list, not its text (#46 part 10)
+    csv = (run / "export" / "records.csv").read_text().splitlines()
+    assert json.dumps(first["prompt_ids"]) in csv[1] or f'"{json.dumps(first["prompt_ids"])}"' in csv[1]
+    assert cli("export", str(run), "--format", "parquet", "--out", str(tmp_path / "pq")).exit_code == 0
+    import pandas as pd
+
+    typed = pd.read_parquet(tmp_path / "pq" / "records.parquet")
+    assert list(typed["prompt_ids"].iloc[0]) == first["prompt_ids"]
 
 
 def test_load_run_gives_missing_numbers_as_nan_in_float_columns(swept):

@@ -162,7 +162,14 @@ def flat_record(record: Record) -> dict:
 
 
 def _cell(value):
-    return json.dumps(value) if isinstance(value, (list, dict)) else value
+    """A table cell: lists stay lists (parquet and jsonl keep them typed; prompt_ids came back from
+    parquet as a string), an object is its JSON text."""
+    return json.dumps(value) if isinstance(value, dict) else value
+
+
+def _as_text(value):
+    """A CSV cell: a list as its JSON text (a spreadsheet has no list type)."""
+    return json.dumps(value) if isinstance(value, list) else value
 
 
 def export(run_dir, fmt: str, out=None) -> list[Path]:
@@ -194,7 +201,7 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
             continue  # not an lm-eval run: no task metrics, and no header-only file that suggests some
         path = folder / f"{name}.{fmt}"
         if fmt == "csv":
-            atomic_write_text(path, frame.to_csv(index=False))
+            atomic_write_text(path, frame.map(_as_text).to_csv(index=False))
         elif fmt == "jsonl":
             atomic_write_text(path, frame.to_json(orient="records", lines=True))
         else:
