@@ -219,3 +219,12 @@ def test_the_spec_table_reads_any_spec_json():
         rows["model options"] == "dtype bfloat16, compress mean:s=4"
         and rows["remedy"] == "phase ensemble (pad token 7)"
     )
+
+
+def test_the_report_explains_the_words_it_uses(swept):
+    """'homogeneity p', 'plug-in', 'bias-corrected', 'pair@32' and the 'shown part of 0–1' strip
+    were unexplained on the page (#46 part 10)."""
+    page = phasescope.report(swept).read_text()
+    glossary = page[page.index("Words on this page") :]
+    for word in ("homogeneity p", "plug-in", "bias-corrected", "pair@32", "shown part of 0&ndash;1", "boundary"):
+        assert word in glossary, word

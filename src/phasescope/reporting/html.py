@@ -138,6 +138,27 @@ def _fit(metrics: Metrics) -> str:
     drift = f" Drift over offsets was fitted as a degree-{metrics.trend_degree} curve." if metrics.trend_degree else ""
     return f"<p>This run's fit: {html.escape(metrics.model)}.{drift}</p>"
 
+GLOSSARY = """<details><summary>Words on this page</summary><dl>
+<dt>phase</dt><dd>where the anchor (the needle's answer token) sits in its compression window:
+(position &minus; align) mod step; the <i>boundary phase</i> (step &minus; 1) is a window's last token.</dd>
+<dt>offset d</dt><dd>how far the content was shifted; each offset gives each content one phase.</dd>
+<dt>drift-adjusted</dt><dd>with the smooth change of accuracy over offsets removed before the phases
+are compared.</dd>
+<dt>gap, bias-corrected, plug-in</dt><dd>the gap is the best minus the worst phase effect; the
+<i>plug-in</i> max &minus; min of noisy estimates is too large on average, the <i>bias-corrected</i>
+gap removes that excess; the <i>raw</i> max &minus; min leaves the drift in.</dd>
+<dt>homogeneity p</dt><dd>the test that all phase effects are zero (every phase alike); the gap's p
+tests the largest difference only.</dd>
+<dt>period</dt><dd>the number of tokens after which the pattern over offsets repeats; the step's
+is the claim, a divisor or another period needs evidence beyond it.</dd>
+<dt>pair@32</dt><dd>a distractor candidate: the value of the key&ndash;value pair at position 32 of
+the prompt, scored beside the right answer.</dd>
+<dt>shown part of 0&ndash;1</dt><dd>the strip beside a zoomed accuracy axis: the part of the whole
+0&ndash;1 range the axis shows.</dd>
+<dt>content</dt><dd>one needle, document or prompt, placed at every offset: the unit every interval
+counts (its records are not independent of each other).</dd>
+</dl></details>"""
+
 
 def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
     figures = "".join(images)
@@ -151,7 +172,7 @@ def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str
 {_task_tables(metrics)}
 {_probability_table(metrics)}
 <h2>Figures</h2>{figures}{optional_sections(run_dir)}
-<h2>Method</h2>{METHOD}{_fit(metrics)}
+<h2>Method</h2>{METHOD}{_fit(metrics)}{GLOSSARY}
 <h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec)])}
 <details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec, indent=2))}</pre></details>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>
