@@ -40,7 +40,8 @@ FACTS = """() => {
     first_table_top: table ? box(table).top : null,
     sticking_out: [...document.body.querySelectorAll('*')].filter(el => spills(el) && !inScroller(el))
       .map(el => el.tagName.toLowerCase() + ': ' + (el.textContent || '').trim().slice(0, 60)),
-    figures: [...document.images].map(img => ({alt: img.alt, width: box(img).width, natural: img.naturalWidth})),
+    figures: [...document.images].map(img => ({alt: img.alt, width: box(img).width, natural: img.naturalWidth,
+                                              scrolls: inScroller(img)})),
   };
 }"""
 
@@ -78,10 +79,14 @@ def look(browser, page: Path, width: int, screenshot: Path) -> dict:
         tab.close()
 
 
+MIN_SCALE = 0.6  # a figure shown at less of its drawn size has unreadable text (at 400 px they were ~45%)
+
+
 def problems(facts: dict, width: int) -> list[str]:
     """What is wrong with a page's first screen at ``width`` (empty: nothing): the verdict off
     the first screen, the per-phase table too (on a wide screen), a page that scrolls sideways,
-    an element that sticks out, a figure that did not load or is wider than the screen."""
+    an element that sticks out, a figure that did not load, is wider than the screen without
+    scrolling in its own box, or is shrunk until its text cannot be read."""
     found = []
     if facts["viewport"] != [width, HEIGHT]:
         found.append(f"laid out at {facts['viewport']}, not {width} x {HEIGHT}")
@@ -97,6 +102,8 @@ def problems(facts: dict, width: int) -> list[str]:
     for figure in facts["figures"]:
         if figure["natural"] == 0:
             found.append(f"figure {figure['alt']} did not load")
-        elif figure["width"] > width:
+        elif figure["width"] > width and not figure["scrolls"]:
             found.append(f"figure {figure['alt']} is {figure['width']:.0f} px wide on a {width} px screen")
+        elif figure["width"] < MIN_SCALE * figure["natural"]:  # its 7-9 pt text shrunk below reading size
+            found.append(f"figure {figure['alt']} is shrunk to {figure['width']:.0f} of {figure['natural']} px")
     return found

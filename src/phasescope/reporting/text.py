@@ -229,6 +229,13 @@ PAGE_STYLE = (  # report.html and compare.html: readable from 400 px (tables scr
     "figure{display:inline-block;margin:4px;max-width:100%}"
     "img{max-width:100%;height:auto}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}"
     ".verdict{font-size:1.15em;background:#f3f6fb;border-left:4px solid #4a6fa5;padding:8px 12px}"
+    # a table (or a figure on a phone) wider than the page shows a shadow on the side it scrolls to
+    "table,figure{background:linear-gradient(to right,#fff 30%,#fff0),linear-gradient(to left,#fff 30%,#fff0) 100% 0,"
+    "radial-gradient(farthest-side at 0 50%,#0003,#0000),radial-gradient(farthest-side at 100% 50%,#0003,#0000) 100% 0;"
+    "background-repeat:no-repeat;background-size:40px 100%,40px 100%,14px 100%,14px 100%;"
+    "background-attachment:local,local,scroll,scroll}"
+    # on a phone a figure keeps a readable width and scrolls, rather than shrink its text away
+    "@media (max-width:640px){figure{display:block;overflow-x:auto}figure img{max-width:none;width:600px}}"
 )
 
 
