@@ -138,6 +138,7 @@ def _fit(metrics: Metrics) -> str:
     drift = f" Drift over offsets was fitted as a degree-{metrics.trend_degree} curve." if metrics.trend_degree else ""
     return f"<p>This run's fit: {html.escape(metrics.model)}.{drift}</p>"
 
+
 GLOSSARY = """<details><summary>Words on this page</summary><dl>
 <dt>phase</dt><dd>where the anchor (the needle's answer token) sits in its compression window:
 (position &minus; align) mod step; the <i>boundary phase</i> (step &minus; 1) is a window's last token.</dd>

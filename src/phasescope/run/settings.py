@@ -51,7 +51,7 @@ def sweep_settings(
             raise InputError(f"{name!r} is not a sweep option; {hint}the options are {', '.join(sorted(table))}")
         sections[table[name]][name] = value
     probe_name, kind = sections["probe"].pop("probe", "kv-retrieval"), kind or spec_kind(model)
-    _refuse_foreign(explicit or set(), table, probe_name, kind)
+    _refuse_foreign({n: options[n] for n in explicit or () if n in options}, table, probe_name, kind)
     probe = probe_spec(probe_name, sections["probe"])
     backend = backend_options(kind, sections["backend"], base)
     spec = SweepSpec(
@@ -65,9 +65,10 @@ def sweep_settings(
     return spec, RunOptions(**sections["run"])
 
 
-def _refuse_foreign(explicit: set[str], table: dict[str, str], probe: str, kind: str) -> None:
-    """An option the user gave that the sweep's probe or backend does not read, named by its flag
-    (the messages ``probe_spec`` and ``backend_options`` give for one off its default)."""
+def _refuse_foreign(explicit: dict, table: dict[str, str], probe: str, kind: str) -> None:
+    """An option the user gave (``explicit``: name -> value) that the sweep's probe or backend does
+    not read, named by the flag that gave it (the messages ``probe_spec`` and ``backend_options``
+    give for one off its default)."""
     from phasescope.backends import described
     from phasescope.backends import options_class as backend_class
     from phasescope.probes import options_class as probe_class
@@ -81,7 +82,7 @@ def _refuse_foreign(explicit: set[str], table: dict[str, str], probe: str, kind:
         foreign = sorted(n for n in explicit if table.get(n) == section and n != "probe" and n not in own)
         if not foreign:
             continue
-        flags = ", ".join(given_flag(declared[n], None) for n in foreign)
+        flags = ", ".join(given_flag(declared[n], explicit[n]) for n in foreign)
         whose = (
             f"used by the {ProbeSpec(probe).kind} probe" if section == "probe" else f"an option of {described(kind)}"
         )
