@@ -49,6 +49,10 @@ CONFOUND_ROWS = {  # the pure step-4 effect under a real sweep's confounds
         Scenario("drift", n_contents=60, missing=(0, 0.3), bump_pp=0.0, **STEP4), 4),
     "step 4, 0:24, 30 pp, contents at random starts, drift + bump": (
         Scenario("drift+bump", n_contents=60, starts="uniform", **STEP4), 4),
+    "step 4, 0:24, 30 pp, AR(1) within contents (rho 0.8, 10 pp), drift": (
+        Scenario("drift", n_contents=60, ar=(0.8, 10.0), bump_pp=0.0, **STEP4), 4),
+    "no effect, step 4, 0:24, AR(1) within contents (rho 0.8, 10 pp), drift": (
+        Scenario("drift", step=4, n_contents=60, ar=(0.8, 10.0), bump_pp=0.0, records_per_cell=ONE), None),
 }  # fmt: skip
 
 

@@ -90,3 +90,15 @@ def test_a_multiple_the_offsets_cannot_test_is_said_beside_the_step():
     line = period_line(Metrics.from_json(m))
     assert "a multiple of the step cannot be told apart from it with these offsets (period 16 needs" in line
     assert "--offsets 0:48" in line
+
+
+def test_the_simulators_within_content_wander_is_the_ar1_it_says():
+    """Scenario(ar=(rho, sd)): each content's accuracy wanders over offsets with neighbour
+    correlation rho and sd pp (the period-naming rows under within-content dependence use it)."""
+    from phasescope.analysis.simulate import _wander
+
+    e = _wander((0.8, 10.0), 4000, 48, np.random.default_rng(0))
+    assert abs(e.std() - 0.10) < 0.005
+    lag1 = np.corrcoef(e[:, :-1].ravel(), e[:, 1:].ravel())[0, 1]
+    lag5 = np.corrcoef(e[:, :-5].ravel(), e[:, 5:].ravel())[0, 1]
+    assert abs(lag1 - 0.8) < 0.02 and abs(lag5 - 0.8**5) < 0.03

@@ -18,7 +18,8 @@ effects; ``wave`` a pattern of another period (``period_pp``: residue 0 of ``off
 lower); ``own_c`` each content's own phase preferences (``phase_sd_pp``, centred per content:
 no average effect, yet each answer depends on the phase). ``ceiling_share`` of the contents are
 always right; ``missing`` = (phase, share): the hardest share of contents have no records at
-that phase. Each (content, offset) gets 1-3 records (``records_per_cell``);
+that phase; ``ar`` = (rho, sd): each content's accuracy wanders over offsets as an AR(1)
+(dependence within contents). Each (content, offset) gets 1-3 records (``records_per_cell``);
 ``phase(d) = (base + d) mod step``.
 
 ``starts``: where each content's answer sits at offset 0. ``"one"``: every content at
@@ -76,6 +77,7 @@ class Scenario:
     bump_pp: float = 15.0
     phase_sd_pp: float = 0.0
     period_pp: tuple[int, float] | None = None  # (P, pp): residue 0 of offset mod P lower by pp
+    ar: tuple[float, float] | None = None  # (rho, sd pp): each content's accuracy wanders over offsets, AR(1)
     ceiling_share: float = 0.0
     missing: tuple[int, float] | None = None  # (phase, share of the hardest contents without it)
     kv_gaps: tuple[int, ...] = (0,)
@@ -182,6 +184,8 @@ def _contents(
     if s.period_pp is not None:
         period, size = s.period_pp
         base = base - size / 100 * ((position % period == 0) - 1 / period)
+    if s.ar is not None:
+        base = base + _wander(s.ar, n, len(s.offsets), rng)
     own = np.zeros((n, s.step))
     if s.phase_sd_pp:
         own = rng.normal(0, s.phase_sd_pp / 100, size=(n, s.step))
@@ -195,6 +199,18 @@ def _contents(
     total = np.stack([np.where(phases == q, gain, 0.0).sum(axis=1) for q in range(s.step)], 1)
     acting = np.where(seen > 0, total / np.maximum(seen, 1), 0.0)
     return p, u, acting - acting.mean(axis=1, keepdims=True), phases
+
+
+def _wander(ar: tuple[float, float], n: int, n_offsets: int, rng: np.random.Generator) -> np.ndarray:
+    """[n, D] a stationary AR(1) over offsets per content (correlation rho between neighbours, sd
+    in pp): dependence within a content that no phase or drift explains."""
+    rho, sd = ar
+    z = rng.normal(0.0, 1.0, size=(n, n_offsets))
+    e = np.empty_like(z)
+    e[:, 0] = z[:, 0]
+    for j in range(1, n_offsets):
+        e[:, j] = rho * e[:, j - 1] + np.sqrt(1 - rho**2) * z[:, j]
+    return sd / 100 * e
 
 
 def _truth(s: Scenario, common: Common, rng: np.random.Generator) -> Truth:
