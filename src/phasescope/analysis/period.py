@@ -49,6 +49,7 @@ from phasescope.analysis.trend import (
     design,
     dummies,
     inflation,
+    label_rows,
     modulated,
     select_trend,
     wls_map,
@@ -155,9 +156,8 @@ def _beyond_share_upper(fitted: Linear, step: int, divisor: int, alpha: float) -
     """The 1 - alpha bootstrap upper bound of the share of the step's phase pattern (sum of squared
     phase effects) that the classes mod ``divisor`` leave over. Squared norms grow with noise, so
     the bound leans towards naming the step."""
-    draws = fitted.theta[-(step - 1) :] + np.concatenate([[np.zeros(step - 1)], fitted.boot[:, -(step - 1) :]])
-    effects = np.concatenate([np.zeros((len(draws), 1)), draws], axis=1)  # [B+1, step]: phase 0 the reference
-    effects -= effects.mean(axis=1, keepdims=True)
+    draws = fitted.theta + np.concatenate([np.zeros((1, len(fitted.theta))), fitted.boot])  # [B+1, K]
+    effects = draws @ label_rows(step, len(fitted.theta)).T  # [B+1, step]: each phase's effect, centred
     classes = effects.reshape(len(effects), step // divisor, divisor).mean(axis=1)  # [B+1, divisor]
     beyond = effects - np.tile(classes, step // divisor)
     total = np.maximum((effects**2).sum(axis=1), 1e-18)
@@ -171,13 +171,17 @@ def _beyond_step_p(fx: OffsetEffects, period: int, step: int, degree: int) -> fl
     base = design(fx.offset, degree, residues(fx, step, step), fx.component)
     extra = dummies(residues(fx, period, step))
     extra = extra - base @ (wls_map(base, fx.weight) @ extra)
-    u, s, vt = np.linalg.svd(np.sqrt(fx.weight)[:, None] * extra, full_matrices=False)
-    keep = s > 1e-8 * max(s.max(initial=0.0), 1e-300)
+    _, singular, vt = np.linalg.svd(np.sqrt(fx.weight)[:, None] * extra, full_matrices=False)
+    keep = singular > 1e-8 * max(singular.max(initial=0.0), 1e-300)
     if not keep.any():
         return 1.0
     x = np.concatenate([base, extra @ vt[keep].T], axis=1)
-    fitted = linear(fx, wls_map(x, fx.weight))
-    rows = np.eye(x.shape[1])[base.shape[1] :]
+    return _rows_p(linear(fx, wls_map(x, fx.weight)), np.eye(x.shape[1])[base.shape[1] :])
+
+
+def _rows_p(fitted: Linear, rows: np.ndarray) -> float:
+    """Bootstrap p-value of the Wald statistic of ``rows @ theta`` (rows [R, K]) against its
+    wild-bootstrap null."""
     observed = _wald(rows @ fitted.theta, rows @ fitted.cov @ rows.T)
     null = _wald(fitted.boot @ rows.T, rows @ fitted.boot_cov @ rows.T)
     return bootstrap_p(null, float(observed), tol=WALD_TOL)
@@ -272,11 +276,7 @@ def _step_part_p(fit: dict, period: int, step: int) -> float:
     means = np.zeros((step, n_cols))
     for r in range(1, period):
         means[r % step, index + r] = step / period
-    rows = means[1:] - means[0]  # phases 1.. against phase 0 (residue 0 is the model's reference)
-    fitted = fit["fitted"]
-    observed = _wald(rows @ fitted.theta, rows @ fitted.cov @ rows.T)
-    null = _wald(fitted.boot @ rows.T, rows @ fitted.boot_cov @ rows.T)
-    return bootstrap_p(null, float(observed), tol=WALD_TOL)
+    return _rows_p(fit["fitted"], means[1:] - means[0])  # phases 1.. against phase 0 (residue 0: the reference)
 
 
 def _candidate(fx: OffsetEffects, period: int, step: int, degree: int) -> dict | str:
@@ -357,10 +357,7 @@ def _finer_p(fit: dict, period: int, divisor: int) -> float:
         rows[i, index + r] = 1.0
         if r % divisor:
             rows[i, index + r % divisor] -= 1.0
-    fitted = fit["fitted"]
-    observed = _wald(rows @ fitted.theta, rows @ fitted.cov @ rows.T)
-    null = _wald(fitted.boot @ rows.T, rows @ fitted.boot_cov @ rows.T)
-    return bootstrap_p(null, float(observed), tol=WALD_TOL)
+    return _rows_p(fit["fitted"], rows)
 
 
 def _none(note: str | None) -> dict:

@@ -7,7 +7,7 @@ import typer
 from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.options import STEP
 from phasescope.cli.results import report_hint
-from phasescope.cli.sweep import backend_option, parse_offsets, probe_option
+from phasescope.cli.sweep import backend_option, given_on_command_line, parse_offsets, probe_option
 from phasescope.errors import InputError
 from phasescope.rundir import ABLATION
 from phasescope.rundir.files import write_section
@@ -134,7 +134,7 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
 
 @command()
 @with_options(ABLATE_OPTIONS)
-def ablate(**given) -> None:
+def ablate(ctx, **given) -> None:
     """Remove each attention head in turn and rerun the same paired sweep: accuracy and log-prob change
     per phase, a specialization index per head with a Holm-corrected p, and the held-out causal check
     of the top-k heads per phase (docs/ablation.md)."""
@@ -142,7 +142,7 @@ def ablate(**given) -> None:
     from phasescope.rundir.owner import claim_out
 
     claim_out(given["out"], "phasescope ablate", may_hold=("sweep",))  # before the ablations, not after
-    result = ablation_matrix(**ablation_arguments(given), progress=True)
+    result = ablation_matrix(**ablation_arguments(given, given_on_command_line(ctx, given)), progress=True)
     print_ablation(result)
     if given["out"]:
         write_section(given["out"], ABLATION, result)
@@ -150,11 +150,12 @@ def ablate(**given) -> None:
         report_hint(given["out"])
 
 
-def ablation_arguments(o: dict) -> dict:
-    """ablation_matrix's arguments from the command line's values (mode and layers checked here)."""
+def ablation_arguments(o: dict, typed: set[str]) -> dict:
+    """ablation_matrix's arguments from the command line's values (mode and layers checked here);
+    ``typed``: the options the user typed (--design is passed only then, as sweep passes a probe's
+    option: the probe refuses it when it has no design)."""
     from phasescope.backends import backend_options, spec_kind
     from phasescope.inspect.heads import MODES
-    from phasescope.probes import declared_options
 
     if o["mode"] not in MODES:
         raise InputError(f"--mode {o['mode']!r} is invalid; allowed: {' | '.join(MODES)}")
@@ -168,9 +169,9 @@ def ablation_arguments(o: dict) -> dict:
         )
     loading = {name: o[name] for name in ("dtype", "device", "trust_remote_code", "tokenizer")}
     options = backend_options(spec_kind(o["model"]), loading)
-    same = ("samples", "mode", "seed", "top_k", "component", "step", "local", "design")
-    if not _reads_design(o["probe"]) and o["design"] == declared_options()["design"].default:
-        same = same[:-1]  # the command line's default, not the user's choice: the probe has no design
+    same = ("samples", "mode", "seed", "top_k", "component", "step", "local") + (
+        ("design",) if "design" in typed else ()
+    )
     return {
         "model": o["model"],
         "probe": o["probe"],
@@ -179,14 +180,6 @@ def ablation_arguments(o: dict) -> dict:
         "n_permutations": o["permutations"],
         "options": options,
     } | {name: o[name] for name in same}
-
-
-def _reads_design(probe: str) -> bool:
-    from dataclasses import fields
-
-    from phasescope.probes import options_class, probe_module
-
-    return "design" in {f.name for f in fields(options_class(probe_module(probe)))}
 
 
 def print_ablation(result: dict) -> None:

@@ -212,16 +212,14 @@ def _score_missing(
 ) -> int:
     """Score the batches with missing records, appending each batch to records.jsonl (and, with
     ``log``, its items' prompts to samples.jsonl first)."""
-    scored = 0
     bar = scoring_bar(progress, total, len(done))
     try:
-        scored = _score_batches(model, geometry, chunks, done, out, bar, log)
+        return _score_batches(model, geometry, chunks, done, out, bar, log)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(_kept(done, total, out)) from None
     finally:
         if bar:
             bar.stop()
-    return scored
 
 
 def _kept(done: dict, total: int, out) -> str:

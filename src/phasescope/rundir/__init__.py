@@ -276,15 +276,15 @@ def upgrade_spec(
     old run from resuming. ``probe_spec``: the probe's own description (spec.json's top-level
     ``probe``, ``Probe.spec_defaults``) at its defaults, filled in where the saved one lacks a key."""
     saved = json.loads(json.dumps(saved))
+    top = saved.get("probe") if isinstance(saved.get("probe"), dict) else {}
+    text_probe = str(top.get("probe", "")).endswith("(text)")
+    if text_probe and "same_phase" not in top:
+        top["same_phase"] = False  # before --same-phase the text probe did not align contents
     if probe_spec and isinstance(saved.get("probe"), dict):
-        text_probe = str(saved["probe"].get("probe", "")).endswith("(text)")
-        if text_probe and "same_phase" not in saved["probe"]:
-            saved["probe"]["same_phase"] = False  # before --same-phase the text probe did not align contents
-        saved["probe"] = probe_spec | saved["probe"]
+        saved["probe"] = probe_spec | top
     sweep = saved.get("sweep")
     if not isinstance(sweep, dict):
         return saved
-    text_probe = str((saved.get("probe") or {}).get("probe", "")).endswith("(text)")
     defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
     if probe is not None:
         defaults["probe"] |= probe
@@ -307,6 +307,4 @@ def upgrade_spec(
             sweep[key] = value | sweep[key]
         elif key not in sweep:
             sweep[key] = value
-    if text_probe and "same_phase" not in saved["probe"]:
-        saved["probe"]["same_phase"] = False
     return saved
