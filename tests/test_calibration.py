@@ -78,10 +78,22 @@ def test_gap_interval_covers_a_planted_gap(effects):
 
 
 def test_the_gap_estimate_is_not_inflated_by_noise():
-    """A 5 pp planted gap at 30 contents: max - min of the estimated effects reads ~4 pp high;
-    the bias-corrected gap is within 1.5 pp of the truth on average."""
+    """A 5 pp planted gap at 30 contents (the gap test's power ~20%): max - min of the estimated
+    effects reads ~2 pp high; the bias-corrected gap is within 1.5 pp of the truth on average (it
+    reads ~1 pp low here: at this noise the picking half sometimes picks a phase next to the worst,
+    experiments/gap_bias.py)."""
     rates = calibrate(Scenario(family="drift+bump", effects_pp=(0, 0, 0, -5)), 100, seed=16, n_boot=BOOT)
-    assert abs(rates["gap_error_pp"]) < 1.5 and rates["gap_plugin_error_pp"] > 2 * abs(rates["gap_error_pp"]), rates
+    assert abs(rates["gap_error_pp"]) < 1.5 and rates["gap_plugin_error_pp"] > 1.5, rates
+
+
+@pytest.mark.parametrize("effects", [(0, 0, 0, -30), (0, 0, -30, -30)], ids=["three-tied-top", "two-tied"])
+def test_the_gap_is_not_inflated_by_tied_phases(effects):
+    """30 pp with phases tied at the top or bottom, 60 contents, one record per cell (issue #43):
+    max - min of the estimates reads ~2.5 pp high and the inversion estimator before data fission
+    read 1.5 pp high (experiments/gap_bias.py); the printed gap is within 0.75 pp on average."""
+    scenario = Scenario("no-effect", n_contents=60, records_per_cell=(1, 1), effects_pp=effects)
+    rates = calibrate(scenario, 150, seed=20, n_boot=BOOT)
+    assert abs(rates["gap_error_pp"]) < 0.75 and rates["gap_plugin_error_pp"] > 1.5, rates
 
 
 def test_five_pp_at_the_demo_size_is_detected_most_of_the_time():

@@ -111,6 +111,20 @@ def test_a_planted_effect_of_each_factor_is_found_and_attributed_in_the_crossed_
     assert found >= 5, f"{factor}: attributed alone in {found} of 6"
 
 
+def test_each_factors_range_interval_covers_its_planted_size_and_reaches_zero_without_one():
+    """A 35 pp prompt-end effect in the crossed design (issue #47's size by factor): the end
+    factor's max - min interval covers 35 pp, the needle's and the distance's reach 0."""
+    covers = reach_zero = 0
+    for seed in range(6):
+        s = FactorScenario(design="crossed", end_pp=35.0, drift_pp=30.0)
+        m = analyze_arrays(simulate_factors(s, np.random.default_rng([seed, 2])), seed=seed, n_resamples=300)
+        tests = {t["name"]: t for t in m["factors"]["tests"]}
+        low, high = tests["end"]["range_ci_pp"]
+        covers += low <= 35.0 <= high and low > 0
+        reach_zero += sum(tests[f]["range_ci_pp"][0] == 0.0 for f in ("needle", "distance"))
+    assert covers >= 5 and reach_zero >= 10, (covers, reach_zero)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("design", ["crossed", "shift-needle"])
 def test_no_factor_is_claimed_beyond_alpha_without_an_effect_under_drift(design):

@@ -98,8 +98,9 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
 
 # 2: verdict and log_score; 3: the verdict's claims under one alpha (Holm), mixed start phases;
 # 4: factors (where the phase lives), phase_of, fixed_contents; 5: per_task, the period named
-# against the step. A metrics.json of another schema is recomputed when read
-METRICS_SCHEMA = 5
+# against the step; 6: the gap bias-corrected by data fission. A metrics.json of another schema is
+# recomputed when read
+METRICS_SCHEMA = 6
 
 
 def metrics_digest(metrics: dict) -> str:

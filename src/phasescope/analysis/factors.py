@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from phasescope.analysis.cluster_ols import bootstrap_p, fit, full_rank, within
+from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.phase_effects import WALD_TOL, _wald
 from phasescope.analysis.records import RecordArrays
@@ -176,6 +176,7 @@ def _within(r, phases, groups, degree, rng, n_boot, informative, trend_note) -> 
         _effects(t, model.beta[sl], cov[sl, sl], len(levels), r.n_contents)
         if draws:
             t["p_value"] = _wald_p(model.beta[sl], cov[sl, sl], draws, sl)
+            t["range_ci_pp"] = _range_interval(model.beta[sl], cov[sl, sl], draws, sl, len(levels))
         else:
             t["note"] = f"no p-value under {MIN_CONTENTS} contents whose answers vary ({informative})"
         out.append(t)
@@ -183,8 +184,8 @@ def _within(r, phases, groups, degree, rng, n_boot, informative, trend_note) -> 
 
 
 def _test(name: str, members: list[str], kind: str, rows: list[dict]) -> dict:
-    return {"name": name, "members": members, "kind": kind, "phases": rows, "range_pp": None, "p_value": None,
-            "worst_phase": None, "best_phase": None, "note": None}  # fmt: skip
+    return {"name": name, "members": members, "kind": kind, "phases": rows, "range_pp": None, "range_ci_pp": None,
+            "p_value": None, "worst_phase": None, "best_phase": None, "note": None}  # fmt: skip
 
 
 def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_contents: int) -> None:
@@ -201,6 +202,19 @@ def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_conten
     t["range_pp"] = 100 * float(effect.max() - effect.min())
     t["worst_phase"] = t["phases"][int(np.argmin(effect))]["phase"]
     t["best_phase"] = t["phases"][int(np.argmax(effect))]["phase"]
+
+
+def _range_interval(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice, n_levels: int) -> list[float]:
+    """95% interval of the factor's max - min phase effect, pp, as the gap's: simultaneous intervals
+    of every pairwise phase contrast (bootstrap max-|t|), [max(0, max(|d| - c se)), max(|d| + c se)]."""
+    rows = np.zeros((n_levels, n_levels - 1))
+    rows[1:] = np.eye(n_levels - 1)
+    pairs = np.array([rows[p] - rows[q] for p in range(n_levels) for q in range(p + 1, n_levels)])  # [Q,L-1]
+    size = np.abs(pairs @ beta)
+    se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pairs, cov, pairs), 0.0))
+    max_t = np.concatenate([np.abs(studentized(pairs, d[:, sl], c[:, sl, sl])).max(axis=1) for d, c in draws])
+    crit = float(critical_value(max_t))
+    return [100 * float(max(0.0, (size - crit * se).max())), 100 * float((size + crit * se).max())]
 
 
 def _wald_p(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice) -> float:

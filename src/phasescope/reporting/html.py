@@ -146,8 +146,10 @@ GLOSSARY = """<details><summary>Words on this page</summary><dl>
 <dt>drift-adjusted</dt><dd>with the smooth change of accuracy over offsets removed before the phases
 are compared.</dd>
 <dt>gap, bias-corrected, plug-in</dt><dd>the gap is the best minus the worst phase effect; the
-<i>plug-in</i> max &minus; min of noisy estimates is too large on average, the <i>bias-corrected</i>
-gap removes that excess; the <i>raw</i> max &minus; min leaves the drift in.</dd>
+<i>plug-in</i> max &minus; min of noisy estimates is too large on average (the same noise picks the
+extreme phases and measures them); the <i>bias-corrected</i> gap picks them on one half of the
+bootstrap-split estimate and measures them on the other; the <i>raw</i> max &minus; min leaves the
+drift in.</dd>
 <dt>homogeneity p</dt><dd>the test that all phase effects are zero (every phase alike); the gap's p
 tests the largest difference only.</dd>
 <dt>period</dt><dd>the number of tokens after which the pattern over offsets repeats; the step's

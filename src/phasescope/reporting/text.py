@@ -127,6 +127,8 @@ def factor_line(metrics: Metrics) -> str | None:
         where = ", between contents" if t["kind"] == "between" else ""
         p = f"p = {t['p_value']:.2g}" if t.get("p_value") is not None else (t.get("note") or "not tested")
         size = f"{t['range_pp']:.1f} pp" if t.get("range_pp") is not None else "-"
+        if t.get("range_ci_pp"):
+            size += " [{:.1f}, {:.1f}]".format(*t["range_ci_pp"])
         parts.append(f"{name} {size} ({p}{where})")
     held = [FACTOR_WORDS[k] + f" at phase {v}" for k, v in (f.get("held") or {}).items() if v is not None]
     return "by factor (max-min phase effect): " + "; ".join(parts) + (f"; held: {', '.join(held)}" if held else "")
