@@ -28,8 +28,9 @@ def reproduce(
         3,
         min=1,
         max=100,
-        help="Seeds 0..K-1 of every recipe (at 3: every shipped seed of the recipes amendment 5 gave more; at most "
-        "100: each seed is a trained model per recipe).",
+        help="Seeds 0..K-1 of every recipe (at 3: every shipped seed of the recipes amendment 5 gave more, and "
+        "amendment 7's held-out seeds 12 and 13 for its sweeps alone; at most 100: each seed is a trained model per "
+        "recipe).",
     ),
     samples: int = typer.Option(
         256, min=8, max=100_000, help="Contents per sweep, each at offsets 0..23 (at most 100,000)."

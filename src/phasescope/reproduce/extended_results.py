@@ -218,6 +218,7 @@ def extended_section(ext: dict) -> list[str]:
         "",
         *amendment5_lines(ext.get("amendment_5")),
         *amendment6_lines(ext.get("amendment_6")),
+        *amendment7_lines(ext.get("amendment_7")),
     ]
     return lines
 
@@ -259,3 +260,75 @@ def _period(found: dict) -> str:
         return f"no period (p {_p(found['p'])})"
     kind = {"step": "the step or a divisor", "multiple": "a multiple of the step"}.get(found["kind"], found["kind"])
     return f"period {found['period']} ({kind}, p {_p(found['p'])})"
+
+
+FACTOR_WORDS = {"needle": "the needle's phase", "end": "the prompt end's phase", "distance": "the distance's phase"}
+REACH = (
+    "Where this reaches: two-layer models of 128-token rows (0.1-1M parameters, minutes of CPU each); the study's "
+    "models are 0.6B at long context. `phasescope train qwen3-0.6b-study --estimate` measures what one of those "
+    "needs (docs/training.md, 'Qwen3-0.6B recipes'): a GPU cluster, not this machine."
+)
+
+
+def _factor_reading(f: dict) -> str:
+    seeds = f["seeds"]
+    if not seeds:
+        return "no counted seed"
+    listed = ", ".join(
+        f"s{s['seed']}{'*' if s['held_out'] else ''} {s['factor']}"
+        + (f" {_pp(s['size_pp'], s['size_ci_pp'], signed=False)}" if s["size_pp"] is not None else "")
+        for s in seeds
+    )
+    if f["reading"] in FACTOR_WORDS:
+        head = f"the effect follows {FACTOR_WORDS[f['reading']]} ({len(seeds)} of {len(seeds)} seeds, mean size "
+        head += f"{_f(f['mean_size_pp'])} pp)"
+    elif f["reading"] == "none":
+        head = f"no factor's phase shows an effect on any of the {len(seeds)} seeds"
+    else:
+        head = f"**{f['reading']}** over the {len(seeds)} seeds"
+    return f"{head}; per seed (max - min phase effect [95%]; * held out): {listed}"
+
+
+def _depth_rows(table: list[dict]) -> list[str]:
+    out = []
+    for row in table:
+        spread = "" if row["gap_sd_pp"] is None else f" ± {row['gap_sd_pp']:.1f}"
+        which = ", ".join(map(str, row["at_step"]))
+        out.append(f"| {row['depth']:g} | {len(row['at_step'])} of {len(row['seeds'])} ({which}) | "
+                   f"{_f(row['gap_mean_pp'])}{spread} |")  # fmt: skip
+    return out
+
+
+def amendment7_lines(a7: dict | None) -> list[str]:
+    if not a7:
+        return []
+    lines = [
+        "## Amendment 7: which phase the effects follow, read by factor (issue #47)",
+        "",
+        "Every seed with held-out accuracy at or above the floor, shipped and held out (12, 13: trained by the same "
+        "recipes for this amendment), swept with `--design crossed` (offsets 0..23; 0..63 at step 8); each factor's "
+        "test Holm-adjusted with the verdict's others at alpha = 0.05.",
+        "",
+        "### 7a: the factor each effect follows",
+        "",
+        *[f"* `{recipe}`: {_factor_reading(f)}" for recipe, f in a7["factors"].items()],
+        "",
+        f"### 7b: step 2 and the needle's depth: **{a7['depth']['reading']}**",
+        "",
+    ]
+    for recipe in ("tiny-v4.1", "tiny-s4"):
+        lines += [
+            f"`{recipe}` (shift-needle, offsets 0..23; depth 0.5 is the plain sweep):",
+            "",
+            "| depth | seeds at period = step (which) | gap pp, mean ± sd over seeds |",
+            "| --- | --- | --- |",
+            *_depth_rows(a7["depth"][recipe]),
+            "",
+        ]
+    lines += [
+        f"### 7c: step 8 read by factor: {_factor_reading(a7['step8'])}",
+        "",
+        REACH,
+        "",
+    ]
+    return lines

@@ -51,6 +51,8 @@ class Entry:
     max_seeds: int | None = None  # shown on fewer seeds (not judged: nothing to pool)
     seeds: int | None = None  # shipped seeds 0..seeds-1 when more than the default 3 (amendment 5)
     amendment5_variants: tuple[str, ...] = ()  # extra sweeps amendments 5 and 6 judge (reproduce/run.py VARIANTS)
+    amendment7_variants: tuple[str, ...] = ()  # extra sweeps amendment 7 judges (crossed design, depths)
+    held_out_seeds: tuple[int, ...] = ()  # amendment 7: seeds trained apart, swept for it alone
     baseline: str = "tiny-s4"  # a mitigation is compared with this recipe (same KV-cache bytes)
     post_of: str | None = None  # a post-trained model: swept on this base recipe's task, paired with it by seed
     samples: int | None = None  # contents per sweep, when not the reproduction's --samples
@@ -59,6 +61,9 @@ class Entry:
     swept: bool = True  # False: only trained by --retrain (a warm start other recipes begin from)
     preferences: bool = True  # counted in the learned-pooling-weights reading (issue #12)
 
+
+HELD_OUT = (12, 13)  # amendment 7: two seeds per recipe trained by the same recipes, never shipped before it
+DEPTH_VARIANTS = ("depth-0", "depth-0.25", "depth-0.75", "depth-1")  # 7b; depth 0.5 is the plain sweep
 
 MATRIX = (
     # tiny-full first: --retrain starts the NoPE and 4-KV-head runs from its weights (init_from)
@@ -70,10 +75,18 @@ MATRIX = (
         same_window=True,
         ensemble=True,
         amendment5_variants=("kv-gaps-012",),
+        amendment7_variants=("crossed-24", *DEPTH_VARIANTS),
+        held_out_seeds=HELD_OUT,
     ),
     Entry("tiny-s6", ("period",)),
-    Entry("tiny-s8", ("period",), amendment5_variants=("offsets-48", "pad-prefix-48")),
-    Entry("hf-deepseek-v4-tiny", ("period",), hf=True),
+    Entry(
+        "tiny-s8",
+        ("period",),
+        amendment5_variants=("offsets-48", "pad-prefix-48"),
+        amendment7_variants=("crossed-64",),
+        held_out_seeds=HELD_OUT,
+    ),
+    Entry("hf-deepseek-v4-tiny", ("period",), hf=True, amendment7_variants=("crossed-24",), held_out_seeds=HELD_OUT),
     Entry("tiny-full-matched", ("control",)),
     Entry("tiny-s4-nope", ("nope",)),
     Entry("tiny-s4-mean", ("mean",)),
@@ -95,7 +108,13 @@ MATRIX = (
     # issue #23 (after their sources: --retrain starts each from the run it needs)
     Entry("tiny-s4-post", post_of="tiny-s4", preferences=False),
     Entry("hf-deepseek-v4-tiny-post", hf=True, post_of="hf-deepseek-v4-tiny", preferences=False),
-    Entry("tiny-v4.1", preferences=False, seeds=6),  # step 2 (rule B; amendment 5: six seeds)
+    Entry(  # step 2 (rule B; amendment 5: six seeds)
+        "tiny-v4.1",
+        preferences=False,
+        seeds=6,
+        amendment7_variants=("crossed-24", *DEPTH_VARIANTS),
+        held_out_seeds=HELD_OUT,
+    ),
     Entry("hf-deepseek-v4-tiny-s2", hf=True, preferences=False),
     Entry("tiny-s2", preferences=False, seeds=6),  # theory T1 (amendment 5: six seeds)
     Entry("tiny-s4-d64", preferences=False),  # theory T2

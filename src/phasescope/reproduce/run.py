@@ -41,13 +41,15 @@ def geometry(model_dir: Path, entry: Entry) -> dict:
 
 
 class Variant(NamedTuple):
-    """One sweep of a (recipe, seed): its kv gaps, phase ensemble, run-dir suffix, offsets and design."""
+    """One sweep of a (recipe, seed): its kv gaps, phase ensemble, run-dir suffix, offsets, design
+    and the needle's depth (None: the probe's default, 0.5)."""
 
     kv_gaps: tuple[int, ...]
     ensemble: bool
     suffix: str
     offsets: tuple[int, ...]
     design: str = "shift-needle"
+    depth: float | None = None
 
 
 VARIANTS = {
@@ -59,19 +61,24 @@ VARIANTS = {
     "offsets-48": Variant((0,), False, "-o48", tuple(range(48))),
     # amendment 6: step 8 over six windows with the whole prompt moving (alignment without distance)
     "pad-prefix-48": Variant((0,), False, "-padprefix48", tuple(range(48)), "pad-prefix"),
+    # amendment 7: the crossed design over as many windows as the step (7a, 7c); the needle's depth (7b)
+    "crossed-24": Variant((0,), False, "-crossed24", OFFSETS, "crossed"),
+    "crossed-64": Variant((0,), False, "-crossed64", tuple(range(64)), "crossed"),
+    **{f"depth-{d:g}": Variant((0,), False, f"-depth{d:g}", OFFSETS, depth=d) for d in (0.0, 0.25, 0.75, 1.0)},
 }
 
 
 def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str, samples: int, resamples: int):
     import phasescope
 
-    kv_gaps, ensemble, suffix, offsets, design = VARIANTS[variant]
+    kv_gaps, ensemble, suffix, offsets, design, depth = VARIANTS[variant]
     run_dir = out / "runs" / f"{entry.recipe}-s{seed}{suffix}"
     geo = geometry(model_dir, entry)
     spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
     step = geo["step"] or FULL_ATTENTION_STEP
     samples = entry.samples or samples
     task = probe_task(entry)
+    placed = {} if depth is None else {"depth": depth}
     phasescope.sweep(
         spec,
         step=step,
@@ -82,10 +89,12 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
         design=design,
         task=task,
         out=run_dir,
+        **placed,
         command=f"phasescope sweep --model {spec} --step {step} --samples {samples} --offsets 0:{len(offsets)} "
         f"--kv-gaps {','.join(map(str, kv_gaps))}"
         + (" --phase-ensemble" if ensemble else "")
         + (f" --design {design}" if design != "shift-needle" else "")
+        + (f" --depth {depth:g}" if depth is not None else "")
         + f" --out {run_dir}"
         + (f"  # Python API only: task=get_recipe({entry.post_of!r}).task" if entry.post_of else ""),
     )
@@ -136,6 +145,7 @@ def row(entry: Entry, seed: int, model_dir: Path, geo: dict, step: int, m, run_d
         "period_kind": m.period.kind,
         "step_component_p": m.period.step_component_p,
         **margin_columns(m),
+        "factors": factor_columns(m) if VARIANTS[variant].design == "crossed" else None,
         "forward_passes": step if variant == "phase-ensemble" else 1,
         "model": f"hf:{model_dir}" if entry.hf else str(model_dir),
         "run_dir": str(run_dir),
@@ -154,6 +164,21 @@ def margin_columns(m) -> dict:
         "margin_period_p": score.period.p_value,
         "margin_period_kind": score.period.kind,
         "margin_step_component_p": score.period.step_component_p,
+    }
+
+
+def factor_columns(m) -> dict:
+    """Amendment 7a: each factor test's Holm-adjusted p (the verdict's family), raw p and size."""
+    adjusted = m.verdict.adjusted_p if m.verdict else {}
+    return {
+        t["name"]: {
+            "adjusted_p": adjusted.get(f"factor:{t['name']}"),
+            "p": t.get("p_value"),
+            "range_pp": t.get("range_pp"),
+            "range_ci_pp": t.get("range_ci_pp"),
+            "worst_phase": t.get("worst_phase"),
+        }
+        for t in (m.factors or {}).get("tests", [])
     }
 
 
@@ -187,11 +212,21 @@ def seeds_of(entry: Entry, seeds: int) -> range:
     return range(min(seeds, entry.max_seeds or seeds))
 
 
+def held_out_of(entry: Entry, seeds: int) -> tuple[int, ...]:
+    """Amendment 7's held-out seeds of ``entry``: swept in a full reproduction (the default seeds)
+    for amendment 7 alone, never counted in the earlier rules' verdicts."""
+    return entry.held_out_seeds if seeds == DEFAULT_SEEDS else ()
+
+
+def all_seeds(entry: Entry, seeds: int) -> list[int]:
+    return [*seeds_of(entry, seeds), *held_out_of(entry, seeds)]
+
+
 def available(root: Path, matrix, seeds: int) -> list[tuple[Entry, int, Path | None]]:
     """(entry, seed, checkpoint dir or None) for the whole matrix."""
     out = []
     for entry in matrix:
-        for seed in seeds_of(entry, seeds):
+        for seed in all_seeds(entry, seeds):
             path = checkpoint_dir(root, entry, seed)
             out.append((entry, seed, path if path.exists() else None))
     return out
@@ -199,6 +234,15 @@ def available(root: Path, matrix, seeds: int) -> list[tuple[Entry, int, Path | N
 
 def trained(target: Path) -> bool:
     return (target / "model.safetensors").exists() or (target / "hf" / "model.safetensors").exists()
+
+
+def variants_of(entry: Entry, held_out: bool) -> list[str]:
+    """The sweeps of one (recipe, seed): a held-out seed gets the plain sweep and amendment 7's."""
+    variants = ["plain"]
+    if not held_out:
+        variants += ["kv-gaps"] * entry.same_window + ["phase-ensemble"] * entry.ensemble
+        variants += list(entry.amendment5_variants)
+    return variants + list(entry.amendment7_variants)
 
 
 def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, console, resamples: int) -> list[dict]:
@@ -216,12 +260,15 @@ def sweep_matrix(root: Path, out: Path, matrix, seeds: int, samples: int, consol
     if missing:
         console.print(f"no checkpoint for {len(missing)} of {len(planned)} (recipe, seed): {', '.join(missing)}")
     for entry, seed, model_dir in track(planned, description="sweeping the matrix", console=console):
+        held_out = seed in held_out_of(entry, seeds)
         if model_dir is None:
-            rows.append({"recipe": entry.recipe, "seed": seed, "variant": "plain", "learned": False, "missing": True})
+            rows.append({"recipe": entry.recipe, "seed": seed, "variant": "plain", "learned": False, "missing": True,
+                         "held_out": held_out})  # fmt: skip
             continue
-        variants = ["plain"] + ["kv-gaps"] * entry.same_window + ["phase-ensemble"] * entry.ensemble
-        variants += list(entry.amendment5_variants)
-        swept = [sweep_one(entry, seed, model_dir, out, v, samples, resamples) for v in variants]
+        swept = [
+            sweep_one(entry, seed, model_dir, out, v, samples, resamples) | {"held_out": held_out}
+            for v in variants_of(entry, held_out)
+        ]
         if entry.kv_ablation:
             from phasescope.reproduce.kv_ablation import kv_ablation
 
@@ -250,10 +297,10 @@ def training_jobs(root: Path, matrix, seeds: int) -> list[Job]:
     from phasescope.reproduce.matched import RECIPE as MATCHED
     from phasescope.train.recipes import get_recipe
 
-    planned = {(e.recipe, s) for e in matrix for s in seeds_of(e, seeds)}
+    planned = {(e.recipe, s) for e in matrix for s in all_seeds(e, seeds)}
     jobs = []
     for entry in matrix:
-        for seed in seeds_of(entry, seeds):
+        for seed in all_seeds(entry, seeds):
             target = root / f"{entry.recipe}-s{seed}"
             if trained(target):
                 continue
@@ -323,6 +370,7 @@ def run_reproduce(
 
     from phasescope.reproduce.amendment5 import judge_amendment5
     from phasescope.reproduce.amendment6 import judge_amendment6
+    from phasescope.reproduce.amendment7 import judge_amendment7
     from phasescope.reproduce.extended import judge_extended
     from phasescope.reproduce.preferences import add_preference_rhos
     from phasescope.reproduce.results import write_results
@@ -336,12 +384,14 @@ def run_reproduce(
         train_matrix(root, matrix, seeds, jobs, console)
     began = time.perf_counter()
     rows = sweep_matrix(root, out, matrix, seeds, samples, console, resamples)
+    earlier = [r for r in rows if not r.get("held_out")]  # amendment 7's held-out seeds count for it alone
     with_preferences = {e.recipe for e in matrix if e.preferences}
-    add_preference_rhos([r for r in rows if r["recipe"] in with_preferences])
-    verdicts = judge(rows, matrix)
-    extended = judge_extended(rows, matrix) | {
-        "amendment_5": judge_amendment5(rows),
-        "amendment_6": judge_amendment6(rows),
+    add_preference_rhos([r for r in earlier if r["recipe"] in with_preferences])
+    verdicts = judge(earlier, matrix)
+    extended = judge_extended(earlier, matrix) | {
+        "amendment_5": judge_amendment5(earlier),
+        "amendment_6": judge_amendment6(earlier),
+        "amendment_7": judge_amendment7(rows),
     }
     shown = "phasescope/assets/reproduce (shipped)" if root == ASSETS else str(root)  # no machine's path
     settings = {"checkpoints": shown, "samples": samples, "seeds": seeds}
