@@ -39,7 +39,7 @@ def row(model: str, run: str, m) -> list[str]:
         same = "not separable (one rendering)" if windows else "-"
     gap = "-" if m.gap_pp is None else f"{m.gap_pp:.1f}{interval(m.gap_ci_pp)}"
     p_gap = "-" if m.gap_p_value is None else f"{m.gap_p_value:.2g}"
-    found = f"{period['detected']} (p = {period['p_value']:.2g})" if period["detected"] else "none"
+    found = f"{period.detected} (p = {period.p_value:.2g})" if period.detected else "none"
     dep = m.phase_dependence or {}
     flip = "-" if dep.get("rms_pp") is None else f"{dep['rms_pp']:.1f}{interval(dep.get('ci_pp'))}"
     return [model, run, f"{m.overall_accuracy:.3f}", gap, p_gap, f"{m.gap_raw_pp:.1f}", found, flip, same]

@@ -157,3 +157,8 @@ def test_correct_is_checked_only_where_every_judging_rule_agrees():
     check_record(base | lm_eval, "lm-eval")
     with pytest.raises(InputError, match="correct false, but its target's log-prob"):
         check_record(base | lm_eval | {"task": None}, "the same record outside lm-eval")
+    # --answers generation: what the server decoded, which its scoring requests may contradict (a stack's fault)
+    decoded = {"correct": True, "logprob_target": -12.0, "logprobs": {"right": -12.0, "pair+1": -0.03}}
+    check_record(base | decoded | {"answer_from": "generation"}, "generation")
+    with pytest.raises(InputError, match="correct true, but another candidate"):
+        check_record(base | decoded, "the same record scored by log-probs")

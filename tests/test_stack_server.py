@@ -139,3 +139,16 @@ def test_a_run_is_not_resumed_with_other_answers(stack, tmp_path):
     assert spec["sweep"]["backend"]["answers"] == "teacher-forced"
     with pytest.raises(InputError, match=r'sweep.backend.answers: "teacher-forced" in the run, "generation" now'):
         sweep(server, answers="generation", samples=1, out=tmp_path / "r")
+
+
+def test_decoded_answers_that_their_log_probs_contradict_are_read_not_refused(stack, tmp_path):
+    """docs/serving.md's worked example in small: under the crossed design a length-keyed bug gives
+    some records a right decoded answer beside teacher-forced log-probs that favour another
+    candidate (the fault itself); analyze reads them instead of calling the record edited."""
+    server = stack(("length", 4, 3))
+    out = tmp_path / "r"
+    records = sweep(server, answers="generation", design="crossed", samples=6, offsets=range(8), out=out).records
+    contradicted = [r for r in records if r.correct and max(r.logprobs, key=r.logprobs.get) != r.target]
+    assert contradicted  # the case the reader must accept
+    m = phasescope.analyze(out, n_resamples=100)
+    assert m.overall_accuracy == pytest.approx(sum(r.correct for r in records) / len(records))

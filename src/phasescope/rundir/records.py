@@ -197,8 +197,10 @@ def _check_correct(record: dict, where: str) -> None:
     the most likely candidate): a target more likely than 1/2 and than every other candidate is
     right, and a target beside another candidate more likely than 1/2 and than it is wrong (greedy
     decoding gives that candidate; a target that is its prefix would be as likely). lm-eval records
-    are judged by their task's metric and are not checked."""
-    if record.get("task") is not None:
+    are judged by their task's metric, and ``--answers generation`` records by what the server
+    decoded, which its scoring requests may contradict (the fault a paired comparison looks for):
+    neither is checked."""
+    if record.get("task") is not None or record.get("answer_from") == "generation":
         return
     target = record.get("target", "right")
     mine = record["logprob_target"]
