@@ -127,7 +127,11 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
         f"{n}.csv" for n in ("records", "phases", "offsets", "task_metrics")
     }
     tables = load_run(setup["run"])
-    assert {"task", "doc_id", "metric.acc,none", "padding_tokens"} <= set(tables.records.columns)
+    assert {"task", "doc_id", "metric.acc,none", "padding_tokens", "logprob_target"} <= set(tables.records.columns)
+    import pandas as pd
+
+    for _, row in tables.records.head(20).iterrows():  # the target's log-prob once, as logprob_target
+        assert pd.isna(row.get(f"logprob.{row['target']}"))
     assert len(tables.records) == 44 * len(OFFSETS)
 
     page = phasescope.report(setup["run"]).read_text()  # report.html carries each task's own metrics

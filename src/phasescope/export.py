@@ -2,8 +2,8 @@
 
 ``load_run(RUN)`` returns pandas DataFrames (``pip install 'phasescope[export]'``):
 
-* ``records``: one row per scored (content, offset, variant): the record's fields, candidate
-  log-probs as ``logprob.NAME``, the padding as ``padding_*``, lm-eval metrics as
+* ``records``: one row per scored (content, offset, variant): the record's fields (the target's
+  log-prob is ``logprob_target``), the other candidates' log-probs as ``logprob.NAME``, the padding as ``padding_*``, lm-eval metrics as
   ``metric.KEY`` (``metric.acc,none``), a prompt file's ``id`` and lm-eval's ``task`` and
   ``doc_id`` when the probe wrote them;
 * ``phases``: the per-phase table of ``metrics.json`` (raw and drift-adjusted accuracy, effects);
@@ -147,11 +147,15 @@ def task_metric_rows(per_task: dict) -> list[dict]:
 
 
 def flat_record(record: Record) -> dict:
-    """One record as flat columns (nested log-probs, padding and task metrics spread out)."""
+    """One record as flat columns (nested log-probs, padding and task metrics spread out). The
+    target's log-prob is ``logprob_target`` alone: a ``logprob.target`` beside it (lm-eval names its
+    candidate so) repeated the same number under a second name."""
     flat = {}
-    for key, value in record.to_json().items():
+    fields = record.to_json()
+    for key, value in fields.items():
         if key == "logprobs":
-            flat |= {f"logprob.{name}": v for name, v in value.items()}
+            target = fields.get("target", "right")
+            flat |= {f"logprob.{name}": v for name, v in value.items() if name != target}
         elif key == "task_metrics":
             flat |= {f"metric.{name}": v for name, v in value.items()}
         elif key == "padding" and isinstance(value, dict):
