@@ -120,3 +120,12 @@ def test_commands_are_listed_in_the_order_of_a_study_in_panels():
     listed = [line.split()[1] for line in text.splitlines() if re.match(r"│ [a-z][a-z-]* ", line)]
     assert listed == ORDER
     assert "(a step-4 compressed model," in text, "the demo's help is one paragraph, wrapped by rich"
+
+
+def test_sweep_help_names_every_registered_probe():
+    """The --probe help comes from the registry: a probe added there is listed without a help edit."""
+    from phasescope.probes import probe_forms
+
+    flat = " ".join(help_text("sweep").replace("│", " ").split())
+    assert f"What to score: {', '.join(probe_forms())}." in flat
+    assert "prompts:FILE.jsonl" in probe_forms() and "kv-retrieval" in probe_forms()

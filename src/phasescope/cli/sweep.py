@@ -11,6 +11,7 @@ from phasescope import specs
 from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.options import STEP
 from phasescope.errors import InputError
+from phasescope.probes import probe_forms
 from phasescope.specs import RunOptions, SweepSpec
 
 
@@ -94,8 +95,7 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "kv-retrieval",
             metavar="PROBE",
             rich_help_panel="Probe",
-            help="What to score: kv-retrieval, padding-completion, prompts:FILE.jsonl or lm-eval:TASK (or "
-            "TASK,TASK,...). "
+            help=f"What to score: {', '.join(probe_forms())}. "
             'prompts: your own, one JSON object a line, {"prompt": ..., "candidates": [...], "target": i} or '
             '{"prompt": ..., "answer": ...}, padded at {pad} or at the start; lm-eval: lm-evaluation-harness tasks '
             "as lm-eval renders them (your YAML tasks: --include-path). See docs/sweeps.md.",

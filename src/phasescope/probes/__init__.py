@@ -32,7 +32,7 @@ def probe_module(name: str | ProbeSpec) -> ModuleType:
     """The registered module of probe ``name`` (``NAME`` or ``NAME:ARGUMENT``)."""
     spec = name if isinstance(name, ProbeSpec) else ProbeSpec(name)
     if spec.kind not in PROBES:
-        known = ", ".join(f"{n}:{m.ARGUMENT}" if hasattr(m, "ARGUMENT") else n for n, m in modules())
+        known = ", ".join(probe_forms())
         raise ProbeError(f"unknown probe {spec.name!r}; known: {known}")
     module = importlib.import_module(PROBES[spec.kind])
     wants = getattr(module, "ARGUMENT", None)
@@ -40,6 +40,11 @@ def probe_module(name: str | ProbeSpec) -> ModuleType:
         form = f"{spec.kind}:{wants}" if wants else spec.kind
         raise ProbeError(f"--probe {spec.name!r}: the {spec.kind} probe is named {form}")
     return module
+
+
+def probe_forms() -> list[str]:
+    """How each registered probe is named on the command line (``NAME`` or ``NAME:ARGUMENT``)."""
+    return [f"{n}:{m.ARGUMENT}" if hasattr(m, "ARGUMENT") else n for n, m in modules()]
 
 
 def modules() -> list[tuple[str, ModuleType]]:

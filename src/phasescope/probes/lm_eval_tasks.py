@@ -45,7 +45,7 @@ from phasescope.probes.padding import AnswerPlacer, Placement
 from phasescope.probes.padding_completion import decoder, encoder
 from phasescope.probes.prompts import FILLERS
 
-ARGUMENT = "TASK[,TASK...]"
+ARGUMENT = "TASK,..."  # one task or several, comma-separated
 SUMMARY = "lm-evaluation-harness tasks as lm-eval renders them, padded so the answer takes every phase"
 FEWSHOT_SEED = 1234  # lm-eval's default fewshot_random_seed
 SUPPORTED = ("multiple_choice", "loglikelihood", "generate_until")
