@@ -355,3 +355,28 @@ def test_no_accuracy_tick_lies_outside_0_1(drawn, tmp_path, acc):
     ax = drawn[0].axes[0]
     ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
     assert ticks and all(0 <= t <= 1 for t in ticks), ticks
+
+
+def test_the_offsets_curve_carries_a_band_clustered_by_content(analysed, drawn, tmp_path):
+    """#46 item 1: the curve is the mean of these contents; its band says how far another sample of
+    contents could move it at each offset (cluster_proportion per offset, 40 contents here)."""
+    ci, acc = analysed.accuracy_ci_by_offset, analysed.accuracy_by_offset
+    assert len(ci) == len(acc) == len(analysed.offsets)
+    assert all(low < a < high for (low, high), a in zip(ci, acc, strict=True))
+    assert all(0.1 < high - low < 0.5 for low, high in ci)  # 40 contents, one record each: ~ +-15 pp
+    figures.offset_accuracy(analysed, tmp_path / "offset_accuracy.png")
+    ax = drawn[0].axes[0]
+    (band,) = [c for c in ax.collections if c.get_label() == "95% over contents"]
+    bottom, top = ax.get_ylim()
+    assert bottom <= min(low for low, _ in ci) and top >= max(high for _, high in ci)
+    few = replace(analysed, accuracy_ci_by_offset=[[None, None]] * len(acc))  # under 10 contents: no band
+    figures.offset_accuracy(few, tmp_path / "few.png")
+    assert not [c for c in drawn[1].axes[0].collections if c.get_label() == "95% over contents"]
+
+
+@pytest.mark.parametrize(("flat", "edge"), [(0.0, "bottom"), (1.0, "top")])
+def test_a_floor_or_ceiling_run_sits_on_the_axis_edge_not_mid_axis(flat, edge):
+    """#46 item 1: every offset at 0 drew the points mid-axis on an axis from -0.02 to 0.02."""
+    bottom, top = figures._unit_window(flat, flat)
+    assert top - bottom >= figures.MIN_WINDOW
+    assert (bottom <= 0 < 0.02 + bottom < top) if edge == "bottom" else (bottom < top - 0.02 <= 1 <= top)

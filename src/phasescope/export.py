@@ -3,9 +3,9 @@
 ``load_run(RUN)`` returns pandas DataFrames (``pip install 'phasescope[export]'``):
 
 * ``records``: one row per scored (content, offset, variant): the record's fields (the target's
-  log-prob is ``logprob_target``), the other candidates' log-probs as ``logprob.NAME``, the padding as ``padding_*``, lm-eval metrics as
-  ``metric.KEY`` (``metric.acc,none``), a prompt file's ``id`` and lm-eval's ``task`` and
-  ``doc_id`` when the probe wrote them;
+  log-prob is ``logprob_target``), the other candidates' log-probs as ``logprob.NAME``, the
+  padding as ``padding_*``, lm-eval metrics as ``metric.KEY`` (``metric.acc,none``), a prompt
+  file's ``id`` and lm-eval's ``task`` and ``doc_id`` when the probe wrote them;
 * ``phases``: the per-phase table of ``metrics.json`` (raw and drift-adjusted accuracy, effects);
 * ``offsets``: accuracy and phase at each offset;
 * ``task_metrics``: lm-eval tasks' own metrics per phase, with intervals (empty otherwise).

@@ -157,6 +157,19 @@ class RecordArrays:
         offsets, inverse = np.unique(self.offset, return_inverse=True)
         return offsets, np.bincount(inverse, weights=self.correct) / np.bincount(inverse)
 
+    def offset_intervals(self, min_units: int) -> list[list[float | None]]:
+        """[D] 95% interval of the accuracy at each distinct offset, clustered by content
+        (``intervals.cluster_proportion``; [None, None] under ``min_units`` contents)."""
+        from phasescope.analysis.intervals import cluster_proportion
+
+        out = []
+        for d in np.unique(self.offset):
+            at = self.offset == d
+            right = np.bincount(self.content[at], weights=self.correct[at], minlength=self.n_contents)
+            total = np.bincount(self.content[at], minlength=self.n_contents)
+            out.append(list(cluster_proportion(right, total, min_units=min_units)))
+        return out
+
     def phase_by_offset(self) -> list[int | None]:
         """The phase at each distinct offset when every record there has the same one, else None."""
         offsets = np.unique(self.offset)

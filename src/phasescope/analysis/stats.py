@@ -181,6 +181,7 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
         "inference_note": _join(effects.note, _gap_caveat(period), ceiling),
         "period": period,
         "accuracy_by_offset": [float(x) for x in by_offset],
+        "accuracy_ci_by_offset": r.offset_intervals(MIN_CONTENTS),
         "phase_by_offset": r.phase_by_offset(),
         "windows": window_contrast(r, rng, n_resamples, trend_degree=degree or 1),
         "phase_dependence": phase_dependence(r, _record_drift(r, fx, effects)),

@@ -116,6 +116,9 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
         for start in range(min(offsets), max(offsets) + 1, 2 * period):
             ax.axvspan(start - 0.5, start + period - 0.5, color=PERIOD, alpha=0.12)
     ax.plot(offsets, acc, "-", color=NEUTRAL, alpha=0.6)
+    band = _offset_band(metrics)
+    if band is not None:  # how far these contents' mean at one offset could move with other contents
+        ax.fill_between(offsets, band[0], band[1], color=NEUTRAL, alpha=0.15, linewidth=0, label="95% over contents")
     phases = metrics.phase_by_offset or [None] * len(offsets)
     for label, color, marker, at in _offset_groups(metrics, phases):
         ax.plot(np.array(offsets)[at], acc[at], marker, color=color, label=label)
@@ -124,7 +127,8 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
     ax.set_xlabel("offset d")
     ax.set_ylabel("accuracy")
     if np.isfinite(acc).any():
-        _fit_unit_axis(ax, float(np.nanmin(acc)), float(np.nanmax(acc)))
+        shown = acc if band is None else np.concatenate([acc, band[0], band[1]])
+        _fit_unit_axis(ax, float(np.nanmin(shown)), float(np.nanmax(shown)))
     label = f"detected period {period}" if period else "no significant period"
     if period and metrics.period.kind == "other":
         label = f"a period-{period} pattern, not the step"
@@ -133,9 +137,20 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
     _save(fig, path)
 
 
+def _offset_band(metrics: Metrics) -> tuple[np.ndarray, np.ndarray] | None:
+    """[2][D] the per-offset intervals clustered by content (None: not computed, or too few contents)."""
+    ci = metrics.accuracy_ci_by_offset
+    if not ci or all(low is None for low, _ in ci):
+        return None
+    low = np.array([np.nan if lo is None else lo for lo, _ in ci], dtype=float)
+    high = np.array([np.nan if hi is None else hi for _, hi in ci], dtype=float)
+    return low, high
+
+
 # how to read a figure that seems to disagree with the verdict (one line under each)
 READ_OFFSETS = (
-    "How to read: the mean of these {n} contents at each offset. The period and gap tests ask whether contents in "
+    "How to read: the mean of these {n} contents at each offset, with its 95% interval over contents (grey band). "
+    "The period and gap tests ask whether contents in "
     "general differ by phase, with each content's answers as one unit: a clean wave drawn by few contents, or by "
     "contents that each prefer their own phase, can test as no period (see 'phase dependence per content')."
 )
@@ -317,7 +332,16 @@ def _unit_window(low: float, high: float) -> tuple[float, float]:
     """The y limits of a 0-1 axis showing [low, high] with a margin (a bar or cap at 0 or 1 stays
     off the frame)."""
     pad = max(0.15 * (high - low), 0.02)
-    return max(low - pad, -0.02), min(high + pad, 1.02)
+    bottom, top = max(low - pad, -0.02), min(high + pad, 1.02)
+    if top - bottom < MIN_WINDOW:  # a floor (or ceiling) run: its points on the axis's edge, not mid-air at 0
+        if low < 0.5:
+            top = min(bottom + MIN_WINDOW, 1.02)
+        else:
+            bottom = max(top - MIN_WINDOW, -0.02)
+    return bottom, top
+
+
+MIN_WINDOW = 0.2  # the narrowest accuracy axis: a flat run at 0 reads as "at the floor", not as a mid-axis line
 
 
 class UnitTicks(MaxNLocator):

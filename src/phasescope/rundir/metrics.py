@@ -149,6 +149,7 @@ class Metrics:
     task_metrics: dict | None = None  # analysis/task_metrics.py (lm-eval probes)
     per_task: dict | None = None  # analysis/per_task.py: each task's own verdict (runs of several tasks)
     factors: dict | None = None  # analysis/factors.py: the needle's, the prompt end's and the distance's phase
+    accuracy_ci_by_offset: list | None = None  # [D] [low, high] per offset, clustered by content
     phase_of: str = "needle"  # whose phase ``phases`` are: "needle", or "end" when the design holds the needle
     fixed_contents: dict | None = None  # contents wrong (right) at every record
     records_note: str | None = None  # a partial run or a cut last line
