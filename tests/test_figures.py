@@ -378,5 +378,6 @@ def test_the_offsets_curve_carries_a_band_clustered_by_content(analysed, drawn, 
 def test_a_floor_or_ceiling_run_sits_on_the_axis_edge_not_mid_axis(flat, edge):
     """#46 item 1: every offset at 0 drew the points mid-axis on an axis from -0.02 to 0.02."""
     bottom, top = figures._unit_window(flat, flat)
-    assert top - bottom >= figures.MIN_WINDOW
-    assert (bottom <= 0 < 0.02 + bottom < top) if edge == "bottom" else (bottom < top - 0.02 <= 1 <= top)
+    assert top - bottom == pytest.approx(figures.MIN_WINDOW)
+    near = (flat - bottom) if edge == "bottom" else (top - flat)  # the points' distance from their edge
+    assert 0 <= near <= 0.02 + 1e-9
