@@ -29,7 +29,8 @@ smallest divisor that it does not beat, so 4, not 2 or 8, when 4 explains it. A 
 divisor of it is flagged: "a period-P pattern, not a step-phase effect".
 
 ``explained`` (the periodogram): the share of the variance of the offset effects left by the
-trend that ``offset mod P`` explains.
+trend that ``offset mod P`` explains; ``explained_null``: the 95th percentile of that share on the
+bootstrap's noise alone (what P reaches with no pattern: the periodogram's null band).
 
 Shape legend: D offsets, K coefficients, B draws.
 """
@@ -102,6 +103,7 @@ def detect_period(fx: OffsetEffects | None, step: int, trend: TrendChoice | None
             fits[period] = fitted
     result = _none(None) | {
         "explained": {p: f["explained"] for p, f in fits.items()},
+        "explained_null": {p: f["explained_null"] for p, f in fits.items() if f["explained_null"] is not None},
         "trend_degree": trend.degree,
         "tested": sorted(fits),
         "untestable": untestable,
@@ -295,6 +297,7 @@ def _candidate(fx: OffsetEffects, period: int, step: int, degree: int) -> dict |
         "groups": slice(n_trend, None),
         "x": x,
         "explained": _explained(fx, x, n_trend),
+        "explained_null": _explained_null(fx, x, n_trend),
     }
 
 
@@ -307,6 +310,24 @@ def _explained(fx: OffsetEffects, x: np.ndarray, n_trend: int) -> float:
 
     total = rss(x[:, :n_trend])
     return float(1 - rss(x) / total) if total > 1e-18 else 0.0
+
+
+def _explained_null(fx: OffsetEffects, x: np.ndarray, n_trend: int, level: float = 0.95) -> float | None:
+    """The share ``_explained`` reaches on the bootstrap's noise alone ([B,J] column deviations, no
+    pattern), at ``level``: the periodogram's null band (None without a bootstrap)."""
+    if not fx.inference:
+        return None
+    delta, _ = fx.draws()
+    noise = np.zeros((len(delta), len(fx.effect)))  # [B,J]: reference columns do not move
+    noise[:, fx.estimated] = delta
+
+    def rss(design_matrix: np.ndarray) -> np.ndarray:
+        resid = noise - (noise @ wls_map(design_matrix, fx.weight).T) @ design_matrix.T
+        return (fx.weight * resid**2).sum(axis=1)
+
+    total = rss(x[:, :n_trend])
+    share = 1 - rss(x) / np.maximum(total, 1e-18)
+    return float(np.quantile(share, level))
 
 
 def _log_pvalues(fitted: Linear, groups: slice, dof: int) -> tuple[float, np.ndarray]:
@@ -366,6 +387,7 @@ def _none(note: str | None) -> dict:
         "p_value": None,
         "kind": None,
         "explained": {},
+        "explained_null": {},
         "trend_degree": None,
         "tested": [],
         "untestable": {},

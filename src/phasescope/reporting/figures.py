@@ -155,8 +155,9 @@ READ_OFFSETS = (
     "contents that each prefer their own phase, can test as no period (see 'phase dependence per content')."
 )
 READ_PERIODOGRAM = (
-    "How to read: the share of these contents' drift-free pattern that d mod P explains. A tall bar is not a "
-    "test: the p-value weighs the contents' spread, and a period other than the step is named only when it "
+    "How to read: the share of these contents' drift-free pattern that d mod P explains; a black tick, what P "
+    "explains of the bootstrap's noise alone 95% of the time (a bar below it is what noise gives). A tall bar is "
+    "not a test: the p-value weighs the contents' spread, and a period other than the step is named only when it "
     "explains the offsets beyond the step's phases."
 )
 
@@ -204,12 +205,18 @@ def periodogram(metrics: Metrics, path: Path) -> None:
         return
     colors = [PERIOD if p == detected else NEUTRAL for p in periods]
     ax.bar(periods, [explained[p] for p in periods], color=colors)
+    null = {int(p): v for p, v in (metrics.period.explained_null or {}).items()}
+    if null:  # what each P explains of noise alone, 95% of the time: a bar below its tick is no pattern
+        shown = [p for p in periods if p in null]
+        ax.scatter(shown, [null[p] for p in shown], marker="_", s=300, color="black", zorder=3,
+                   label="95% of noise alone")  # fmt: skip
+        ax.legend(fontsize=7, frameon=False, loc="upper left")
     ax.set_xticks(periods)
     ax.set_xlabel("candidate period P")
     ax.set_ylabel("variance explained by d mod P\n(drift removed)")
     p_value = metrics.period.p_value
     ax.set_title(f"periodogram (period test p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
-    ax.set_ylim(0, max(1e-9, *explained.values()) * 1.1)  # a share: never below 0
+    ax.set_ylim(0, max(1e-9, *explained.values(), *null.values()) * 1.1)  # a share: never below 0
     caption = _multiples_caption(explained, detected)
     _read_me(ax, (caption + " " if caption else "") + READ_PERIODOGRAM, 75)
     _save(fig, path)

@@ -81,6 +81,7 @@ class Period:
     divisor_share_upper: float | None = None  # a divisor found best: bound of the step's pattern beyond it
     beyond_step_p: float | None = None  # another period found best: its residues beyond the step's phases
     multiple_note: str | None = None  # no multiple of the step could be tested: why
+    explained_null: dict[str, float] = field(default_factory=dict)  # candidate -> 95% of its share on noise alone
 
 
 @dataclass(frozen=True)
