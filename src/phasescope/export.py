@@ -64,7 +64,7 @@ def _run(run_dir) -> tuple[Path, list[Record], Metrics]:
     records = read_records(RunDir(path).records).records
     if not records:
         raise InputError(f"{RunDir(path).records} holds no records; run the sweep first")
-    check_against_spec(records, RunDir(path).read_spec(), str(RunDir(path).records))
+    check_against_spec(records, RunDir(path).read_sweep(), str(RunDir(path).records))
     return path, records, current_metrics(path)
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from phasescope.errors import InputError
-from phasescope.rundir import RunDir, check_schema
+from phasescope.rundir import RunDir
 from phasescope.rundir.files import atomic_write_text, read_json
 from phasescope.rundir.metrics import Metrics
 from phasescope.rundir.records import Record, check_against_spec, read_records
+from phasescope.rundir.saved import SavedSweep
 
 if TYPE_CHECKING:
     from phasescope.reporting.compare import ComparedRun
@@ -45,37 +46,32 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
     found = read_records(path)
     if not found.records:
         raise InputError(f"{path} holds no records; run `phasescope sweep ... --out {run_dir}` first")
-    spec_path = RunDir(run_dir).spec
-    spec = RunDir(run_dir).read_spec()
-    check_schema(spec, spec_path)
-    seed = spec.get("seed", 0)
-    if not isinstance(seed, int):
-        raise InputError(f"{spec_path}: seed must be an integer, got {seed!r}")
-    step = spec.get("step")
-    if isinstance(step, int) and found.records[0].step != step:  # check_records: one step in all records
+    spec = RunDir(run_dir).read_sweep()
+    step = spec.step
+    if step is not None and found.records[0].step != step:  # check_records: one step in all records
         raise InputError(
-            f"{path}: the records say step {found.records[0].step}, but {spec_path} says the sweep counted phases with "
+            f"{path}: the records say step {found.records[0].step}, but {spec.path} says the sweep counted phases with "
             f"step {step}; the records belong to another sweep (phases 0..{step - 1} would be misread)"
         )
     check_against_spec(found.records, spec, str(path))
-    metrics = analyze_records(found.records, seed=seed, n_resamples=n_resamples)
+    metrics = analyze_records(found.records, seed=spec.seed, n_resamples=n_resamples)
     from phasescope.analysis.candidates import with_answers
 
-    metrics["candidate_probabilities"] = with_answers(metrics["candidate_probabilities"], spec.get("probe") or {})
+    metrics["candidate_probabilities"] = with_answers(metrics["candidate_probabilities"], spec.probe)
     from phasescope.analysis.task_metrics import task_metrics
 
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase
         metrics["task_metrics"] = per_task
     from phasescope.analysis.per_task import per_task as task_verdicts
 
-    if (tasks := task_verdicts(found.records, seed, n_resamples)) is not None:  # one verdict per task
+    if (tasks := task_verdicts(found.records, spec.seed, n_resamples)) is not None:  # one verdict per task
         metrics["per_task"] = tasks
         pooled = metrics["verdict"]["sentence"]
         metrics["verdict"]["sentence"] = f"{len(tasks)} tasks pooled (each task's own verdict follows): {pooled}"
     metrics["n_resamples"] = n_resamples
     metrics["records_sha256"] = records_digest(path)
     metrics["schema"] = METRICS_SCHEMA
-    notes = [partial_note(spec, found.records) if spec else missing_spec_note(spec_path)]
+    notes = [partial_note(spec, found.records) if spec.raw else missing_spec_note(Path(spec.path))]
     if found.truncated_tail:
         notes.append("the last line of records.jsonl was cut short (an interrupted sweep) and is left out")
     if any(notes):
@@ -110,12 +106,11 @@ def metrics_digest(metrics: dict) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def partial_note(spec: dict, records: list[Record]) -> str | None:
+def partial_note(spec: SavedSweep, records: list[Record]) -> str | None:
     """What an interrupted sweep leaves: fewer records than its spec plans (contents x offsets x
     renderings). lm-eval sweeps count documents per task, so they are not checked here."""
-    offsets, samples = spec.get("offsets"), spec.get("samples")
-    probe = str((spec.get("probe") or {}).get("probe", ""))
-    if not isinstance(offsets, list) or not isinstance(samples, int) or probe.startswith("lm-eval"):
+    offsets, samples = spec.offsets, spec.samples
+    if offsets is None or samples is None or spec.lm_eval:
         return None
     variants = len({r.variant for r in records})
     planned = samples * len(offsets) * variants
@@ -223,7 +218,7 @@ def paired(runs, labels: list[str] | None = None, n_resamples: int = 2000) -> di
     for path in paths:
         check_sweep_run_dir(path)
         records = read_records(RunDir(path).records).records
-        check_against_spec(records, RunDir(path).read_spec(), str(RunDir(path).records))
+        check_against_spec(records, RunDir(path).read_sweep(), str(RunDir(path).records))
         if not records:
             raise InputError(f"{path} holds no records yet; run its sweep first")
         loaded.append(records)

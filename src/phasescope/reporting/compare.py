@@ -185,10 +185,8 @@ def _bounded(metrics: Metrics) -> bool:
 
 def probe_label(run: ComparedRun) -> str:
     """The run's probe (and design, where the probe has designs) from its spec.json."""
-    spec = RunDir(run.run_dir).read_spec()
-    probe = spec.get("probe") or {}
-    name = str(probe.get("probe") or "unknown probe")
-    return name + (f" ({probe['design']})" if probe.get("design") else "")
+    spec = RunDir(run.run_dir).read_sweep()
+    return (spec.probe_name or "unknown probe") + (f" ({spec.design})" if spec.design else "")
 
 
 def forest_rows(runs: list[ComparedRun]) -> list[tuple[str, float | None, list[float] | None]]:
@@ -257,8 +255,8 @@ def _runs_list(runs: list[ComparedRun]) -> str:
     """Where each run came from: its directory, model, probe and design, the sweep command."""
     items = []
     for run in runs:
-        spec, manifest = RunDir(run.run_dir).read_spec(), RunDir(run.run_dir).read_manifest()
-        text = f"{run.label}: {run.run_dir}; model: {spec.get('model', '?')}; probe: {probe_label(run)}"
+        spec, manifest = RunDir(run.run_dir).read_sweep(), RunDir(run.run_dir).read_manifest()
+        text = f"{run.label}: {run.run_dir}; model: {spec.model or '?'}; probe: {probe_label(run)}"
         command = f"<br><code>{html.escape(manifest['command'])}</code>" if manifest.get("command") else ""
         items.append(f"<li>{html.escape(text)}{command}</li>")
     return "<ul>" + "".join(items) + "</ul>"

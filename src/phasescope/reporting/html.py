@@ -29,11 +29,12 @@ from phasescope.rundir import FIGURES as FIGURE_DIR
 from phasescope.rundir import RunDir
 from phasescope.rundir.files import atomic_write_text
 from phasescope.rundir.metrics import Metrics
+from phasescope.rundir.saved import SavedSweep
 
 
 def write_report(run_dir: Path, metrics: Metrics) -> Path:
     """report.html and its figures for the run in ``run_dir``, whose current metrics are ``metrics``."""
-    spec = RunDir(run_dir).read_spec()
+    spec = RunDir(run_dir).read_sweep()
     images = []
     for name, draw in FIGURES.items():
         path = run_dir / FIGURE_DIR / name
@@ -163,7 +164,7 @@ counts (its records are not independent of each other).</dd>
 </dl></details>"""
 
 
-def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str:
+def _page(run_dir: Path, metrics: Metrics, spec: SavedSweep, images: list[str]) -> str:
     figures = "".join(images)
     command = RunDir(run_dir).read_manifest().get("command")
     reproduce = (f"{command}\n" if command else "") + f"phasescope analyze {run_dir}\nphasescope report {run_dir}"
@@ -176,8 +177,8 @@ def _page(run_dir: Path, metrics: Metrics, spec: dict, images: list[str]) -> str
 {_probability_table(metrics)}
 <h2>Figures</h2>{figures}{optional_sections(run_dir)}
 <h2>Method</h2>{METHOD}{_fit(metrics)}{GLOSSARY}
-<h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec)])}
-<details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec, indent=2))}</pre></details>
+<h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec.raw)])}
+<details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec.raw, indent=2))}</pre></details>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>
 </body></html>
 """

@@ -30,6 +30,7 @@ from phasescope.rundir.files import (
     refuse_link,
 )
 from phasescope.rundir.records import read_records
+from phasescope.rundir.saved import SavedSweep
 from phasescope.specs import SCHEMA, SweepSpec
 
 SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
@@ -79,6 +80,10 @@ class RunDir:
     def read_spec(self) -> dict:
         """spec.json ({} when the run has none: records adopted or made by hand)."""
         return read_json(self.spec, "sweep spec") if self.spec.exists() else {}
+
+    def read_sweep(self) -> SavedSweep:
+        """spec.json as the typed sweep every reader takes (``rundir.saved``), checked once."""
+        return SavedSweep.from_json(self.read_spec(), self.spec)
 
     def read_manifest(self) -> dict:
         """manifest.json ({} when the run has none)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from phasescope.errors import InputError
 from phasescope.rundir.files import DuplicateKey, unique_keys
+from phasescope.rundir.saved import SavedSweep
 
 REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
 OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos", "end_phase")
@@ -241,15 +242,13 @@ def _check_target(record: dict, where: str) -> None:
         )
 
 
-def check_against_spec(records: list[Record], spec: dict, path: str) -> None:
+def check_against_spec(records: list[Record], spec: SavedSweep, path: str) -> None:
     """Records against the sweep that wrote them (spec.json): offsets it swept, contents it drew,
     renderings it made. A record outside them was edited or belongs to another sweep. ``path``: the
     records file, whose line i + 1 holds ``records[i]``."""
-    offsets, samples = spec.get("offsets"), spec.get("samples")
-    swept = set(offsets) if isinstance(offsets, list) else None  # a set: every record is looked up
-    probe = spec.get("probe") if isinstance(spec.get("probe"), dict) else {}
-    gaps = probe.get("kv_gaps")
-    lm_eval = str(probe.get("probe", "")).startswith("lm-eval")
+    offsets, samples = spec.offsets, spec.samples
+    swept = set(offsets) if offsets is not None else None  # a set: every record is looked up
+    gaps, lm_eval = spec.kv_gaps, spec.lm_eval
     for i, r in enumerate(records):
         where, key = f"{path} line {i + 1}", f"record content_id={r.content_id!r} offset={r.offset}"
         if swept is not None and r.offset not in swept:
@@ -275,12 +274,12 @@ def check_against_spec(records: list[Record], spec: dict, path: str) -> None:
             )
 
 
-def _check_same_window(r: Record, spec: dict, where: str, key: str) -> None:
+def _check_same_window(r: Record, spec: SavedSweep, where: str, key: str) -> None:
     """A record saying one entry covers key and value when the sweep's windows (spec.json) cannot
     cover even the value's first token with the key was edited (a multi-token value's last token,
     which decides it, is not recorded, so the other direction cannot be checked)."""
-    window, align = spec.get("window"), r.align
-    if r.same_window is not True or not _is_int(window) or None in (r.key_pos, r.value_pos, align):
+    window, align = spec.window, r.align
+    if r.same_window is not True or window is None or None in (r.key_pos, r.value_pos, align):
         return
     if not same_window(r.key_pos, r.value_pos, r.step, window, align):
         raise InputError(

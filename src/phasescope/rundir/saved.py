@@ -1,0 +1,79 @@
+"""spec.json read back as a type (issue #45): what a finished sweep did, parsed and checked once
+(``RunDir.read_sweep``) for every reader -- analysis, reports, compare, export. Whether a run
+*resumes* is decided where it is reopened (``RunDir.open_for_sweep``, with ``upgrade_spec``); this
+is what the readers need of it. A run without spec.json (records adopted or made by hand) reads
+as an empty sweep: every field None, its probe unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from phasescope.errors import InputError
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SavedSweep:
+    path: str  # spec.json, for messages
+    seed: int = 0  # the analysis' bootstrap seed (the sweep's)
+    step: int | None = None
+    window: int | None = None
+    align: int | None = None
+    offsets: list[int] | None = None
+    samples: int | None = None
+    model: str | None = None  # how the sweep named its model
+    probe: dict = field(default_factory=dict)  # the probe's description (``Probe.spec``)
+    raw: dict = field(default_factory=dict)  # every field as saved (reports show them all)
+
+    @classmethod
+    def from_json(cls, data: dict, path: str | Path) -> SavedSweep:
+        from phasescope.rundir import check_schema
+
+        where = str(path)
+        if not data:
+            return cls(where)
+        check_schema(data, Path(where))
+        seed = data.get("seed", 0)
+        if not _is_int(seed):
+            raise InputError(f"{where}: seed must be an integer, got {seed!r}")
+        offsets = data.get("offsets")
+        if offsets is not None and not (isinstance(offsets, list) and all(_is_int(d) for d in offsets)):
+            raise InputError(f"{where}: offsets must be a list of integers, got {offsets!r}")
+        ints = {k: data.get(k) for k in ("step", "window", "align", "samples")}
+        for name, value in ints.items():
+            if value is not None and not _is_int(value):
+                raise InputError(f"{where}: {name} must be an integer, got {value!r}")
+        probe = data.get("probe")
+        model = data.get("model")
+        return cls(
+            where,
+            seed,
+            **ints,
+            offsets=offsets,
+            model=None if model is None else str(model),
+            probe=probe if isinstance(probe, dict) else {},
+            raw=data,
+        )
+
+    @property
+    def probe_name(self) -> str | None:
+        name = self.probe.get("probe")
+        return None if name is None else str(name)
+
+    @property
+    def design(self) -> str | None:
+        return self.probe.get("design")
+
+    @property
+    def kv_gaps(self) -> list | None:
+        gaps = self.probe.get("kv_gaps")
+        return gaps if isinstance(gaps, list) else None
+
+    @property
+    def lm_eval(self) -> bool:
+        return (self.probe_name or "").startswith("lm-eval")
