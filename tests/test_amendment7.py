@@ -77,6 +77,10 @@ def test_step_two_depth_reading_follows_the_pre_set_patterns():
     assert judge_amendment7(everywhere + control)["depth"]["reading"] == "step 2 holds at every depth"
     weak_control = depth_rows("tiny-s4", 4, {0.5}, (0, 1, 2))
     assert depth_reading(depth_table(far_only, "tiny-v4.1"), depth_table(weak_control, "tiny-s4")) == "no reading"
+    withheld = [r | {"period_p": None, "gap_pp": None} if r["seed"] == 1 and r["variant"] == "depth-1" else r
+                for r in far_only]  # fmt: skip
+    assert [row["withheld"] for row in depth_table(withheld, "tiny-v4.1")][-1] == [1]
+    assert "| 1 | 0 of 3 () | 1 | 1.0 ± 0.0 |" in "\n".join(amendment7_lines(judge_amendment7(withheld + control)))
     table = depth_table(far_only, "tiny-v4.1")
     assert [(row["depth"], row["at_step"]) for row in table][-1] == (1.0, []) and table[2]["gap_mean_pp"] == 10.0
 

@@ -85,6 +85,7 @@ def depth_table(rows: list[dict], recipe: str) -> list[dict]:
                 "depth": depth,
                 "seeds": [r["seed"] for r in swept],
                 "at_step": [r["seed"] for r in swept if _at_step(r)],
+                "withheld": [r["seed"] for r in swept if r.get("period_p") is None],  # not testable, not "no"
                 "gap_mean_pp": float(np.mean(gaps)) if gaps else None,
                 "gap_sd_pp": float(np.std(gaps, ddof=1)) if len(gaps) > 1 else None,
             }

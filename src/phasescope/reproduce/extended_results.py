@@ -293,9 +293,9 @@ def _depth_rows(table: list[dict]) -> list[str]:
     out = []
     for row in table:
         spread = "" if row["gap_sd_pp"] is None else f" ± {row['gap_sd_pp']:.1f}"
-        which = ", ".join(map(str, row["at_step"]))
+        which, withheld = ", ".join(map(str, row["at_step"])), ", ".join(map(str, row.get("withheld", [])))
         out.append(f"| {row['depth']:g} | {len(row['at_step'])} of {len(row['seeds'])} ({which}) | "
-                   f"{_f(row['gap_mean_pp'])}{spread} |")  # fmt: skip
+                   f"{withheld or '—'} | {_f(row['gap_mean_pp'])}{spread} |")  # fmt: skip
     return out
 
 
@@ -320,8 +320,9 @@ def amendment7_lines(a7: dict | None) -> list[str]:
         lines += [
             f"`{recipe}` (shift-needle, offsets 0..23; depth 0.5 is the plain sweep):",
             "",
-            "| depth | seeds at period = step (which) | gap pp, mean ± sd over seeds |",
-            "| --- | --- | --- |",
+            "| depth | seeds at period = step (which) | withheld: drift not separable (which) | "
+            "gap pp, mean ± sd over the others |",
+            "| --- | --- | --- | --- |",
             *_depth_rows(a7["depth"][recipe]),
             "",
         ]
