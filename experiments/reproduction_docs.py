@@ -30,14 +30,14 @@ def _heading(line: str) -> str | None:
 
 def key(line: str) -> str:
     """What identifies a pasted line within its section: a heading's name, a bullet up to its first
-    colon (or its first 40 characters), a table row's first cell."""
+    colon or bracket (or its first 40 characters), a table row's first cell."""
     if line.startswith("#"):
         return _heading(line).split(": **")[0]
     stripped = line.strip()
     if stripped.startswith("|"):
         return line.split("|")[0] + "|" + stripped.split("|")[1] + "|"
-    head = line.split(": ", 1)[0] if ": " in line else line[:40]
-    return head
+    cut = [i for i in (line.find(": "), line.find(" [")) if i > 0]
+    return line[: min(cut)] if cut else line[:40]
 
 
 def sections(lines: list[str]) -> list[tuple[str, str]]:
@@ -70,8 +70,10 @@ def synced(docs: str, results: str) -> tuple[str, list[str]]:
     """docs with each stale pasted line replaced by RESULTS.md's line of the same section and key;
     the lines with no such counterpart are returned unchanged, for a person to read."""
     candidates: dict[tuple[str, str], str] = {}
+    anywhere: dict[str, list[str]] = {}  # a key RESULTS.md holds once matches under any heading (docs renames some)
     for section, line in sections(results.splitlines()):
         candidates.setdefault((section, key(line)), line)
+        anywhere.setdefault(key(line), []).append(line)
     head, body, tail = docs_part(docs)
     stale = set(mismatches(docs, results))
     out, left = [], []
@@ -80,6 +82,8 @@ def synced(docs: str, results: str) -> tuple[str, list[str]]:
             out.append(line)
             continue
         found = candidates.get((section, key(line)))
+        if found is None and len(anywhere.get(key(line), [])) == 1:
+            found = anywhere[key(line)][0]
         if found is None:
             left.append(line)
             out.append(line)
