@@ -139,3 +139,35 @@ def test_an_option_of_another_probe_given_at_its_default_is_refused_too():
         phasescope.sweep("demo:tiny-s4", probe="padding-completion", depth=0.5, samples=2)
     with pytest.raises(InputError, match="--compress: not an option of phasescope model directories"):
         phasescope.sweep("demo:tiny-s4", compress=None, samples=2)  # hf:'s option, at its default
+
+
+def test_no_option_name_has_two_owners_and_shared_names_are_declared_alike():
+    """#45 item 2: an option name belongs to one owner (the sweep, the probes, the backends,
+    geometry, remedies, run), so option_sections cannot send it to the wrong spec; a name several
+    probes (or several backends) share has one type and one default, so the first declaration,
+    which the command line shows, stands for all of them."""
+    from collections import defaultdict
+    from dataclasses import fields
+
+    from phasescope.backends import BACKENDS
+    from phasescope.backends import declared_options as backend_declared
+    from phasescope.backends import options_class as backend_options_class
+    from phasescope.probes import declared_options as probe_declared
+    from phasescope.probes import modules, options_class
+    from phasescope.run.settings import SECTIONS
+
+    owners = {"sweep": {"offsets", "samples", "seed", "probe"}, "backend": set(backend_declared())}
+    owners |= {"probe options": set(probe_declared())}
+    owners |= {section: {f.name for f in fields(cls)} for section, cls in SECTIONS}
+    seen = defaultdict(list)
+    for owner, names in owners.items():
+        for name in names:
+            seen[name].append(owner)
+    assert {name: o for name, o in seen.items() if len(o) > 1} == {}
+    classes = [options_class(m) for _, m in modules()], [backend_options_class(n) for n in BACKENDS]
+    for group in classes:
+        declared = defaultdict(set)
+        for cls in group:
+            for f in fields(cls):
+                declared[f.name].add((repr(f.default), repr(f.default_factory), str(f.type)))
+        assert {name: d for name, d in declared.items() if len(d) > 1} == {}
