@@ -43,7 +43,7 @@ from scipy import stats
 
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
 from phasescope.analysis.offset_effects import MIN_CONTENTS
-from phasescope.analysis.phase_effects import WALD_TOL, _wald
+from phasescope.analysis.phase_effects import WALD_TOL, _wald, pairwise, range_bounds
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.trend import legendre
 
@@ -190,9 +190,7 @@ def _test(name: str, members: list[str], kind: str, rows: list[dict]) -> dict:
 
 def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_contents: int) -> None:
     """Each phase's effect as a deviation from the mean over phases, with a t interval over contents."""
-    rows = np.zeros((n_levels, n_levels - 1))
-    rows[1:] = np.eye(n_levels - 1)
-    rows -= rows.mean(axis=0)
+    rows = _level_rows(n_levels)
     effect = rows @ beta
     se = np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 0.0))
     t_crit = float(stats.t.ppf(0.975, max(n_contents - 1, 1)))
@@ -204,17 +202,20 @@ def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_conten
     t["best_phase"] = t["phases"][int(np.argmax(effect))]["phase"]
 
 
-def _range_interval(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice, n_levels: int) -> list[float]:
-    """95% interval of the factor's max - min phase effect, pp, as the gap's: simultaneous intervals
-    of every pairwise phase contrast (bootstrap max-|t|), [max(0, max(|d| - c se)), max(|d| + c se)]."""
+def _level_rows(n_levels: int) -> np.ndarray:
+    """[L, L-1] each level's effect, centred over levels, from the coefficients of levels 1.. (level 0
+    the reference)."""
     rows = np.zeros((n_levels, n_levels - 1))
     rows[1:] = np.eye(n_levels - 1)
-    pairs = np.array([rows[p] - rows[q] for p in range(n_levels) for q in range(p + 1, n_levels)])  # [Q,L-1]
-    size = np.abs(pairs @ beta)
-    se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pairs, cov, pairs), 0.0))
+    return rows - rows.mean(axis=0)
+
+
+def _range_interval(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice, n_levels: int) -> list[float]:
+    """95% interval of the factor's max - min phase effect, pp, as the gap's (``range_bounds``
+    at the bootstrap's max-|t| over every pairwise phase contrast)."""
+    pairs = pairwise(_level_rows(n_levels))  # [Q,L-1]
     max_t = np.concatenate([np.abs(studentized(pairs, d[:, sl], c[:, sl, sl])).max(axis=1) for d, c in draws])
-    crit = float(critical_value(max_t))
-    return [100 * float(max(0.0, (size - crit * se).max())), 100 * float((size + crit * se).max())]
+    return [100 * v for v in range_bounds(pairs, beta, cov, float(critical_value(max_t)))]
 
 
 def _wald_p(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice) -> float:

@@ -301,15 +301,17 @@ def _candidate(fx: OffsetEffects, period: int, step: int, degree: int) -> dict |
     }
 
 
+def _rss(fx: OffsetEffects, design_matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Weighted residual sum of squares of ``values`` ([J], or [B,J] one row each) after the WLS fit
+    of ``design_matrix`` [J,K]."""
+    resid = values - (values @ wls_map(design_matrix, fx.weight).T) @ design_matrix.T
+    return (fx.weight * resid**2).sum(axis=-1)
+
+
 def _explained(fx: OffsetEffects, x: np.ndarray, n_trend: int) -> float:
     """Share of the weighted variance left by the trend alone that the residues explain."""
-
-    def rss(design_matrix: np.ndarray) -> float:
-        resid = fx.effect - design_matrix @ (wls_map(design_matrix, fx.weight) @ fx.effect)
-        return float((fx.weight * resid**2).sum())
-
-    total = rss(x[:, :n_trend])
-    return float(1 - rss(x) / total) if total > 1e-18 else 0.0
+    total = float(_rss(fx, x[:, :n_trend], fx.effect))
+    return float(1 - _rss(fx, x, fx.effect) / total) if total > 1e-18 else 0.0
 
 
 def _explained_null(fx: OffsetEffects, x: np.ndarray, n_trend: int, level: float = 0.95) -> float | None:
@@ -320,13 +322,7 @@ def _explained_null(fx: OffsetEffects, x: np.ndarray, n_trend: int, level: float
     delta, _ = fx.draws()
     noise = np.zeros((len(delta), len(fx.effect)))  # [B,J]: reference columns do not move
     noise[:, fx.estimated] = delta
-
-    def rss(design_matrix: np.ndarray) -> np.ndarray:
-        resid = noise - (noise @ wls_map(design_matrix, fx.weight).T) @ design_matrix.T
-        return (fx.weight * resid**2).sum(axis=1)
-
-    total = rss(x[:, :n_trend])
-    share = 1 - rss(x) / np.maximum(total, 1e-18)
+    share = 1 - _rss(fx, x, noise) / np.maximum(_rss(fx, x[:, :n_trend], noise), 1e-18)
     return float(np.quantile(share, level))
 
 

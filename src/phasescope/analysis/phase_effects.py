@@ -91,19 +91,24 @@ def fit_phase_effects(fx: OffsetEffects | None, level: float = 0.95, fixed_degre
     return _inference(out, fitted, rows, level)
 
 
-def _pairs(rows: np.ndarray) -> np.ndarray:
+def pairwise(rows: np.ndarray) -> np.ndarray:
     """[Q,K] gamma_p - gamma_q for p < q."""
     n = len(rows)
     return np.array([rows[p] - rows[q] for p in range(n) for q in range(p + 1, n)])
 
 
+def range_bounds(pairs: np.ndarray, theta: np.ndarray, cov: np.ndarray, crit: float) -> tuple[float, float]:
+    """The max - min range's interval from simultaneous intervals of every pairwise contrast
+    ``pairs @ theta`` at critical value ``crit``: [max(0, max(|d| - c·se)), max(|d| + c·se)]."""
+    size = np.abs(pairs @ theta)
+    se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pairs, cov, pairs), 0.0))
+    return float(max(0.0, (size - crit * se).max())), float((size + crit * se).max())
+
+
 def _inference(out: PhaseEffects, fitted: Linear, rows: np.ndarray, level: float) -> PhaseEffects:
-    pairs = _pairs(rows)
-    size = np.abs(pairs @ fitted.theta)
-    pair_se = np.sqrt(np.maximum(np.einsum("qk,kl,ql->q", pairs, fitted.cov, pairs), 0.0))
+    pairs = pairwise(rows)
     max_t = np.abs(studentized(pairs, fitted.boot, fitted.boot_cov)).max(axis=-1)  # [B]
-    crit = critical_value(max_t, level)
-    low, high = float(max(0.0, (size - crit * pair_se).max())), float((size + crit * pair_se).max())
+    low, high = range_bounds(pairs, fitted.theta, fitted.cov, float(critical_value(max_t, level)))
     effect_se = np.sqrt(np.maximum(np.einsum("ek,kl,el->e", rows, fitted.cov, rows), 0.0))
     effect_crit = critical_value(np.abs(studentized(rows, fitted.boot, fitted.boot_cov)), level)
     out.effect_ci = np.stack([out.effects - effect_crit * effect_se, out.effects + effect_crit * effect_se], axis=1)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from phasescope.reproduce.matrix import LEARNED_BAND
+from phasescope.analysis.factors import FACTORS
+from phasescope.reproduce.matrix import DEPTH_VARIANTS, DEPTHS, LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA
 
 RECIPES = ("tiny-s4", "tiny-v4.1", "tiny-s8", "hf-deepseek-v4-tiny")
 CROSSED = ("crossed-24", "crossed-64")
-FACTOR_NAMES = {"needle": "the needle's phase", "end": "the prompt end's phase", "distance": "the distance's phase"}
-DEPTHS = {0.0: "depth-0", 0.25: "depth-0.25", 0.5: "plain", 0.75: "depth-0.75", 1.0: "depth-1"}
+# 7b: each depth and the variant swept at it (0.5: the plain sweep)
+SWEPT_AT = dict(sorted({0.5: "plain", **dict(zip(DEPTHS, DEPTH_VARIANTS, strict=True))}.items()))
 STEP2, CONTROL = "tiny-v4.1", "tiny-s4"
 
 
@@ -65,7 +66,7 @@ def factor_reading(rows: list[dict], recipe: str) -> dict:
     names = {s["factor"] for s in seeds}
     reading = "no counted seed" if not seeds else names.pop() if len(names) == 1 else "mixed"
     sizes = [s["size_pp"] for s in seeds if s["size_pp"] is not None]
-    mean = float(np.mean(sizes)) if sizes and reading in FACTOR_NAMES else None
+    mean = float(np.mean(sizes)) if sizes and reading in FACTORS else None
     return {"recipe": recipe, "reading": reading, "seeds": seeds, "mean_size_pp": mean}
 
 
@@ -77,7 +78,7 @@ def _at_step(row: dict) -> bool:
 def depth_table(rows: list[dict], recipe: str) -> list[dict]:
     """7b for one recipe: per depth, the counted seeds at the step's period and the gaps."""
     out = []
-    for depth, variant in DEPTHS.items():
+    for depth, variant in SWEPT_AT.items():
         swept = [r for r in rows if r["recipe"] == recipe and r.get("variant") == variant and counted(r)]
         gaps = [r["gap_pp"] for r in swept if r.get("gap_pp") is not None]
         out.append(

@@ -3,6 +3,8 @@ with the numbers that decide them."""
 
 from __future__ import annotations
 
+from phasescope.analysis.factors import NAMES as FACTOR_WORDS
+
 
 def _f(value, spec: str = ".1f") -> str:
     if value is None:
@@ -262,7 +264,6 @@ def _period(found: dict) -> str:
     return f"period {found['period']} ({kind}, p {_p(found['p'])})"
 
 
-FACTOR_WORDS = {"needle": "the needle's phase", "end": "the prompt end's phase", "distance": "the distance's phase"}
 REACH = (
     "Where this reaches: two-layer models of 128-token rows (0.1-1M parameters, minutes of CPU each); the study's "
     "models are 0.6B at long context. `phasescope train qwen3-0.6b-study --estimate` measures what one of those "

@@ -63,7 +63,8 @@ class Entry:
 
 
 HELD_OUT = (12, 13)  # amendment 7: two seeds per recipe trained by the same recipes, never shipped before it
-DEPTH_VARIANTS = ("depth-0", "depth-0.25", "depth-0.75", "depth-1")  # 7b; depth 0.5 is the plain sweep
+DEPTHS = (0.0, 0.25, 0.75, 1.0)  # 7b: the needle's depths swept beside the plain sweep's 0.5
+DEPTH_VARIANTS = tuple(f"depth-{d:g}" for d in DEPTHS)
 
 MATRIX = (
     # tiny-full first: --retrain starts the NoPE and 4-KV-head runs from its weights (init_from)

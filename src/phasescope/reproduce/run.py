@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 from phasescope.errors import InputError
-from phasescope.reproduce.matrix import ASSETS, LEARNED_BAND, MATRIX, Entry, checkpoint_dir, final_eval, learned
+from phasescope.reproduce.matrix import (
+    ASSETS,
+    DEPTH_VARIANTS,
+    DEPTHS,
+    LEARNED_BAND,
+    MATRIX,
+    Entry,
+    checkpoint_dir,
+    final_eval,
+    learned,
+)
 from phasescope.rundir import RunDir
 from phasescope.rundir.files import read_json
 
@@ -64,7 +74,10 @@ VARIANTS = {
     # amendment 7: the crossed design over as many windows as the step (7a, 7c); the needle's depth (7b)
     "crossed-24": Variant((0,), False, "-crossed24", OFFSETS, "crossed"),
     "crossed-64": Variant((0,), False, "-crossed64", tuple(range(64)), "crossed"),
-    **{f"depth-{d:g}": Variant((0,), False, f"-depth{d:g}", OFFSETS, depth=d) for d in (0.0, 0.25, 0.75, 1.0)},
+    **{
+        name: Variant((0,), False, f"-depth{d:g}", OFFSETS, depth=d)
+        for d, name in zip(DEPTHS, DEPTH_VARIANTS, strict=True)
+    },
 }
 
 

@@ -14,6 +14,8 @@ from phasescope.errors import InputError
 
 
 def _is_int(value) -> bool:
+    """Not ``records.is_int``: that one also bounds |value| < 2^53 (positions), and a sweep's --seed
+    may be larger."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
