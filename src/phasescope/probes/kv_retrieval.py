@@ -37,93 +37,18 @@ key and value fall into one compression window::
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
-from phasescope.designs import DESIGN_HELP, DESIGNS, end_shifts, most_end_filler, needle_moves, prefix_padded
-from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, check_depth_and_gaps
-from phasescope.probes.kv_retrieval_text import PAIR_FORMATS, TextKVRetrievalProbe, TextKVSpec
-from phasescope.probes.options import ProbeOptions, chat_template_option, filler_option, option, parse_gaps
+from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
+from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
+from phasescope.probes.kv_options import KVRetrievalSpec, Options, TextKVSpec  # noqa: F401  (the registry's)
+from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe
 
 SUMMARY = "haystack of key-value pairs, query one key: native ids (the model's task) or text (a tokenizer)"
-MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
-
-
-@dataclass(frozen=True)
-class Options(ProbeOptions):
-    """kv-retrieval's `phasescope sweep` options (probes/options.py)."""
-
-    design: str = option("shift-needle", DESIGN_HELP, metavar="DESIGN")
-    depth: float = option(
-        0.5,
-        "kv-retrieval: where the needle sits in the haystack, 0 (earliest) to 1 (latest).",
-        metavar="X",
-        minimum=0.0,
-        maximum=1.0,
-    )
-    kv_gaps: tuple[int, ...] = option(
-        (0,),
-        "kv-retrieval: tokens between the needle's key and value, one rendering each (e.g. 0,1); separates "
-        "same-window from split-window at equal value phase.",
-        metavar="GAPS",
-        parse=parse_gaps,
-    )
-    context_tokens: int | None = option(
-        None,
-        "kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072). Default: a "
-        "haystack just long enough to put the needle beyond the raw window.",
-        metavar="N",
-        minimum=64,
-    )
-    pair_format: str = option(
-        "auto",
-        "kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3) or auto "
-        "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
-        metavar="FORMAT",
-    )
-    filler: str | None = filler_option()
-    chat_template: bool = chat_template_option()
-    same_phase: bool = option(
-        True,
-        "text kv-retrieval: move each content's needle by under one step so every content's answer sits at "
-        "phase 0 at offset 0 (one phase per offset; records say the move). --mixed-phase: each content starts "
-        "where its text puts it. The statistics take either.",
-        off_flag="--mixed-phase",
-    )
-
-    def check(self) -> None:
-        if self.design not in DESIGNS:
-            raise ProbeError(f"--design {self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
-        if not 0 <= self.depth <= 1:
-            raise ProbeError(f"--depth {self.depth!r} is invalid; allowed: a fraction in [0, 1] (0.5: the middle)")
-        gaps = list(self.kv_gaps)
-        if not gaps or any(not isinstance(g, int) or g < 0 for g in gaps) or len(set(gaps)) != len(gaps):
-            raise ProbeError(f"--kv-gaps {self.kv_gaps!r} is invalid; allowed: distinct integers >= 0, e.g. 0,1")
-        if self.pair_format not in PAIR_FORMATS:
-            raise ProbeError(f"--pair-format {self.pair_format!r} is invalid; allowed: {' | '.join(PAIR_FORMATS)}")
-
-
-@dataclass(frozen=True)
-class KVRetrievalSpec:
-    n_pairs: int | None = None  # pairs in the haystack (default: the task's); longer rows when raised
-    n_distractors: int = 3  # other values scored as candidates (nearest unsplit pairs first)
-    design: str = "shift-needle"
-    depth: float = 0.5  # where the needle sits in the room the haystack leaves (0 earliest, 1 latest)
-    kv_gaps: tuple[int, ...] = (0,)  # filler tokens between the needle's key and value, one variant each
-    context_tokens: int | None = None  # training rows end to end up to this many tokens (n_pairs ignored)
-
-    def __post_init__(self) -> None:
-        if self.design not in DESIGNS:
-            raise ProbeError(f"design={self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
-        if self.n_distractors < 0 or (self.n_pairs is not None and self.n_pairs < 2):
-            raise ProbeError("n_distractors must be >= 0 and n_pairs >= 2")
-        if self.context_tokens is not None and not 64 <= self.context_tokens <= MAX_CONTEXT:
-            raise ProbeError(
-                f"context_tokens={self.context_tokens} is invalid; allowed: 64 .. {MAX_CONTEXT} (e.g. 131072)"
-            )
-        check_depth_and_gaps(self.depth, self.kv_gaps)
+INPUTS = ("ids", "text")  # built on a native model's own task, or written in text with a tokenizer
 
 
 class KVRetrievalProbe(Probe):
@@ -330,7 +255,7 @@ def build(ctx: ProbeContext) -> Probe:
     if ctx.task is not None:
         if p.pair_format != "auto" or p.filler is not None:
             raise ProbeError("--pair-format and --filler are for text probes; a native model's task fixes its ids")
-        spec = KVRetrievalSpec(design=p.design, depth=p.depth, kv_gaps=p.kv_gaps, context_tokens=p.context_tokens)
+        spec = KVRetrievalSpec.of(p)
         return KVRetrievalProbe(ctx.task, spec, min_gap=ctx.min_gap, step=ctx.geometry.step)
     if ctx.tokenizer is None:
         raise ProbeError(
@@ -338,14 +263,6 @@ def build(ctx: ProbeContext) -> Probe:
             "pass --tokenizer (a tokenizer directory, or deepseek-v4 / qwen3); in Python, task=RetrievalTask(...) "
             "or tokenizer=..."
         )
-    spec = TextKVSpec(
-        design=p.design,
-        depth=p.depth,
-        kv_gaps=p.kv_gaps,
-        context_tokens=p.context_tokens,
-        pair_format=p.pair_format,
-        filler=p.filler,
-        same_phase=p.same_phase,
-    )
+    spec = TextKVSpec.of(p)
     step, align = ctx.geometry.step, ctx.geometry.align
     return TextKVRetrievalProbe(ctx.tokenizer, spec, bos_id=ctx.bos_id, min_gap=ctx.min_gap, step=step, align=align)

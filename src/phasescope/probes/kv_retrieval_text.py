@@ -58,45 +58,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from phasescope.designs import DESIGNS, end_shifts, most_end_filler, needle_moves, prefix_padded
-from phasescope.probes.base import Probe, ProbeError, ProbeItem, check_depth_and_gaps
+from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
+from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.kv_options import TextKVSpec
 from phasescope.probes.padding import Padding, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
-from phasescope.probes.pairs import FORMATS, PairFormat, encode_many_fast
+from phasescope.probes.pairs import PairFormat, encode_many_fast
 
 LINE = 4  # fewest tokens a haystack line can take: key, separator, value, newline
 FILLERS = (" .", " -", " ~", " =", "\n", " ")  # filler units, tried in order when --filler is not given
 GAP_FILLERS = (" -", " ~", " =", " .")  # --kv-gaps: between the needle's separator and value
-MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before drawing millions of pairs
-PAIR_FORMATS = ("auto", *FORMATS)
-
-
-@dataclass(frozen=True)
-class TextKVSpec:
-    n_pairs: int = 24  # at least this many; raised until the needle sits beyond the raw window
-    n_distractors: int = 3
-    design: str = "shift-needle"
-    filler: str | None = None  # filler unit (default: the first of FILLERS that fills cleanly)
-    depth: float = 0.5
-    kv_gaps: tuple[int, ...] = (0,)
-    pair_format: str = "auto"
-    context_tokens: int | None = None  # fill this many tokens with pairs (n_pairs is then ignored)
-    same_phase: bool = True  # move each content's needle so every content's anchor is at phase 0 at offset 0
-
-    def __post_init__(self) -> None:
-        if self.design not in DESIGNS:
-            raise ProbeError(f"design={self.design!r} is invalid; allowed: {' | '.join(DESIGNS)}")
-        if self.n_pairs < self.n_distractors + 2:
-            raise ProbeError(f"n_pairs={self.n_pairs} is too small for {self.n_distractors} distractors")
-        if self.pair_format not in PAIR_FORMATS:
-            raise ProbeError(f"pair format {self.pair_format!r} is invalid; allowed: {' | '.join(PAIR_FORMATS)}")
-        if self.filler is not None and (not isinstance(self.filler, str) or not self.filler):
-            raise ProbeError(f"filler={self.filler!r} is invalid; allowed: non-empty text such as ' .'")
-        if self.context_tokens is not None and not 64 <= self.context_tokens <= MAX_CONTEXT:
-            raise ProbeError(
-                f"context_tokens={self.context_tokens} is invalid; allowed: 64 .. {MAX_CONTEXT} (e.g. 131072)"
-            )
-        check_depth_and_gaps(self.depth, self.kv_gaps)
 
 
 @dataclass
