@@ -186,6 +186,25 @@ def test_the_ablate_command_writes_the_matrix_for_a_shipped_model(tmp_path):
     assert bad.exit_code == 2 and "--mode 'shuffle' is invalid" in bad.output
 
 
+def test_ablate_reads_the_probe_and_model_options_as_sweep_does():
+    """One parser (#45): every probe's and backend's option is an ablate option, read by the sweep's
+    rules: another backend's option or another probe's is refused when typed, even at its default."""
+    from typer.testing import CliRunner
+
+    from phasescope.backends import declared_options as backend_declared
+    from phasescope.cli import app
+    from phasescope.cli.ablate import ABLATE_OPTIONS
+    from phasescope.probes import declared_options as probe_declared
+
+    assert set(probe_declared()) | set(backend_declared()) <= set(ABLATE_OPTIONS)
+    runner = CliRunner(env={"COLUMNS": "200"})
+    args = ["ablate", "--model", "demo:tiny-s4", "--layers", "1", "--samples", "4"]
+    served = runner.invoke(app, [*args, "--concurrency", "8"])  # an openai: option, at its default value or not
+    assert served.exit_code == 2 and "--concurrency: not an option of phasescope model directories" in served.output
+    foreign = runner.invoke(app, [*args, "--probe", "padding-completion", "--depth", "0.5"])
+    assert foreign.exit_code == 2 and "--depth: not used by the padding-completion probe" in foreign.output
+
+
 # --- planted: a model whose heads serve known phases (tests/planted_heads.py) ---
 
 SPECIALIST = [{2}, {0, 1, 3}, {0, 1, 3}, {0, 1, 3}]  # head 0 alone serves phase 2; 1-3 each serve the rest

@@ -128,3 +128,7 @@ def test_cli_on_the_shipped_tiny_s4(tmp_path):
     saved = json.loads((tmp_path / "preferences.json").read_text())
     assert len(saved["layers"]) == 2 and saved["run_comparison"]["rho"] is not None
     assert (tmp_path / "preferences.png").stat().st_size > 0
+    moved = CliRunner().invoke(app, [*args[:3], "--dtype", "bfloat16"], env={"COLUMNS": "200"})
+    assert moved.exit_code == 2 and "--dtype bfloat16: preferences reads the slot weights in float32" in moved.output
+    served = CliRunner().invoke(app, [*args[:3], "--concurrency", "4"], env={"COLUMNS": "200"})
+    assert served.exit_code == 2 and "--concurrency: not an option of phasescope model directories" in served.output

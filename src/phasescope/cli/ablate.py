@@ -7,8 +7,9 @@ import typer
 from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.options import STEP
 from phasescope.cli.results import report_hint
-from phasescope.cli.sweep import backend_option, given_on_command_line, parse_offsets, probe_option
+from phasescope.cli.sweep import declared_options_not_in, given_on_command_line, parse_offsets, read_declared
 from phasescope.errors import InputError
+from phasescope.probes import probe_forms
 from phasescope.rundir import ABLATION
 from phasescope.rundir.files import write_section
 
@@ -32,7 +33,7 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             "kv-retrieval",
             metavar="PROBE",
             rich_help_panel="Probe",
-            help="Probe of the paired sweep: kv-retrieval, padding-completion or prompts:FILE.jsonl.",
+            help=f"Probe of the paired sweep: {', '.join(probe_forms())}; its options are sweep's.",
         ),
     ),
     "out": (
@@ -124,12 +125,8 @@ ABLATE_OPTIONS = {  # parameter: (type, typer option); panels group them in --he
             help="Raw local window L (default: the model's config).",
         ),
     ),
-    "design": probe_option("design"),
-    "tokenizer": backend_option("tokenizer"),
-    "dtype": backend_option("dtype"),
-    "device": backend_option("device"),
-    "trust_remote_code": backend_option("trust_remote_code"),
 }
+ABLATE_OPTIONS |= declared_options_not_in(ABLATE_OPTIONS)  # every probe's and backend's, as sweep has them
 
 
 @command()
@@ -152,9 +149,8 @@ def ablate(ctx, **given) -> None:
 
 def ablation_arguments(o: dict, typed: set[str]) -> dict:
     """ablation_matrix's arguments from the command line's values (mode and layers checked here);
-    ``typed``: the options the user typed (--design is passed only then, as sweep passes a probe's
-    option: the probe refuses it when it has no design)."""
-    from phasescope.backends import backend_options, spec_kind
+    ``typed``: the options the user typed (a probe's option is passed only then, as sweep passes it:
+    one the probe does not read is refused)."""
     from phasescope.inspect.heads import MODES
 
     if o["mode"] not in MODES:
@@ -167,19 +163,32 @@ def ablation_arguments(o: dict, typed: set[str]) -> dict:
         raise InputError(
             f"--layers {o['layers']!r} names no layer; give layer numbers, e.g. 0,1, or leave it out for all"
         )
-    loading = {name: o[name] for name in ("dtype", "device", "trust_remote_code", "tokenizer")}
-    options = backend_options(spec_kind(o["model"]), loading)
-    same = ("samples", "mode", "seed", "top_k", "component", "step", "local") + (
-        ("design",) if "design" in typed else ()
+    spec = _typed_sweep(o, typed)
+    same = ("samples", "mode", "seed", "top_k", "component", "step", "local")
+    chosen = {name: getattr(spec.probe.options, name) for name in typed if hasattr(spec.probe.options, name)}
+    return (
+        {
+            "model": o["model"],
+            "probe": o["probe"],
+            "offsets": parse_offsets(o["offsets"]),
+            "layers": layers,
+            "n_permutations": o["permutations"],
+            "options": spec.backend,
+        }
+        | {name: o[name] for name in same}
+        | chosen
     )
-    return {
-        "model": o["model"],
-        "probe": o["probe"],
-        "offsets": parse_offsets(o["offsets"]),
-        "layers": layers,
-        "n_permutations": o["permutations"],
-        "options": options,
-    } | {name: o[name] for name in same}
+
+
+def _typed_sweep(o: dict, typed: set[str]):
+    """The probe's and the model's options read as `phasescope sweep` reads them (run.settings): an
+    option another probe or backend owns is refused when typed, whatever its value."""
+    from phasescope.run.settings import option_sections, sweep_settings
+
+    owned = {name for name, section in option_sections().items() if section in ("probe", "backend")}
+    given = read_declared({name: o[name] for name in owned if name in o})
+    spec, _ = sweep_settings(o["model"], explicit=typed & owned, **given)
+    return spec
 
 
 def print_ablation(result: dict) -> None:

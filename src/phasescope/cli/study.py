@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
-from phasescope.cli.app import command, console, say_path
+from phasescope.cli.app import command, console, say_path, with_options
 from phasescope.cli.results import report_hint
+from phasescope.cli.sweep import declared_options_not_in, given_on_command_line
 from phasescope.errors import InputError
 from phasescope.rundir import PREFERENCES, PREFERENCES_FIGURE, THEORY, RunDir
 from phasescope.rundir.files import write_section
@@ -141,26 +142,39 @@ def theory(
     console.print(f"{time.perf_counter() - began:.1f} s")
 
 
+PREFERENCES_OPTIONS = {  # parameter: (type, typer option)
+    "model": (
+        str,
+        typer.Option(
+            ...,
+            "--model",
+            help="A phasescope model directory (written by `phasescope train`), a shipped one by name "
+            "(demo:tiny-s4), or hf:DIR: a transformers DeepseekV4ForCausalLM export with phasescope.json (its task).",
+        ),
+    ),
+    "out": (
+        str,
+        typer.Option(
+            None,
+            help="Directory for preferences.json and preferences.png (default: print only); a sweep run dir puts "
+            "them in its report.html (phasescope report RUN).",
+        ),
+    ),
+    "run": (
+        str,
+        typer.Option(
+            None, "--run", help="A sweep run directory: compare its per-phase accuracy (analyzed first if needed)."
+        ),
+    ),
+    "rows": (int, typer.Option(64, min=1, help="Rows of the model's own task to run.")),
+    "seed": (int, typer.Option(0, min=0, max=2**32 - 1, help="Seed of the task rows and the bootstrap.")),
+}
+PREFERENCES_OPTIONS |= declared_options_not_in(PREFERENCES_OPTIONS, probes=False)  # the model's, as sweep's
+
+
 @command()
-def preferences(
-    model: str = typer.Option(
-        ...,
-        "--model",
-        help="A phasescope model directory (written by `phasescope train`), a shipped one by name (demo:tiny-s4), "
-        "or hf:DIR: a transformers "
-        "DeepseekV4ForCausalLM export with phasescope.json (its task).",
-    ),
-    out: str = typer.Option(
-        None,
-        help="Directory for preferences.json and preferences.png (default: print only); a sweep run dir puts "
-        "them in its report.html (phasescope report RUN).",
-    ),
-    run: str = typer.Option(
-        None, "--run", help="A sweep run directory: compare its per-phase accuracy (analyzed first if needed)."
-    ),
-    rows: int = typer.Option(64, min=1, help="Rows of the model's own task to run."),
-    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed of the task rows and the bootstrap."),
-) -> None:
+@with_options(PREFERENCES_OPTIONS)
+def preferences(ctx, model: str, out: str | None, run: str | None, rows: int, seed: int, **loading) -> None:
     """Learned position preferences: pooling weight per window slot, layer and KV head (docs/preferences.md)."""
     claim_out(out, "phasescope preferences", may_hold=("sweep",))
     from phasescope.shipped import expand
@@ -179,7 +193,10 @@ def preferences(
     if run and not RunDir(run).metrics.is_file():
         check_sweep_run_dir(Path(run))  # before the model runs: a wrong --run fails fast, naming the cause
     _refuse_rows_beyond_memory(model, rows)
-    prefs = model_preferences(load_for_preferences(model), task_rows(model, rows, seed), seed=seed)
+    from phasescope.run.settings import model_options
+
+    options = model_options(model, loading, given_on_command_line(ctx, loading))
+    prefs = model_preferences(load_for_preferences(model, options), task_rows(model, rows, seed), seed=seed)
     if not prefs["layers"]:
         raise InputError(f"{model} has no compressed layer: no position preferences to report")
     console.print(

@@ -62,12 +62,12 @@ def _value_type(declared) -> type:
     return int if text.startswith("int") else float if text.startswith("float") else str
 
 
-def declared_options_not_in(table: dict) -> dict:
-    """Every probe and backend option the table does not place: a new one joins its panel."""
+def declared_options_not_in(table: dict, probes: bool = True) -> dict:
+    """Every probe (``probes``) and backend option the table does not place: a new one joins its panel."""
     from phasescope.backends import declared_options as backend_declared
     from phasescope.probes import declared_options as probe_declared
 
-    placed = {name: probe_option(name) for name in probe_declared() if name not in table}
+    placed = {name: probe_option(name) for name in probe_declared() if name not in table} if probes else {}
     return placed | {name: backend_option(name) for name in backend_declared() if name not in table}
 
 
@@ -275,15 +275,15 @@ SWEEP_EXAMPLES = (
 @with_options(SWEEP_OPTIONS)
 def sweep(ctx, **given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
-    from phasescope.api import prepare_sweep, run_prepared
+    from phasescope.run.assemble import assemble, run_assembled
 
     spec, run = sweep_specs(given, given_on_command_line(ctx, given))
     start = time.perf_counter()
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
-        prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=completion_prompts(given))
+        prepared = assemble(spec, task=None, tokenizer=None, completion=completion_prompts(given))
     console.print(f"geometry: {prepared.geometry.describe()}", highlight=False)  # before scoring: what phases mean
     console.print(f"design: {design_line(prepared.probe)}", highlight=False)
-    result = run_prepared(prepared, run, say=lambda text: console.print(text, highlight=False))
+    result = run_assembled(prepared, run, say=lambda text: console.print(text, highlight=False))
     print_sweep(result, run, time.perf_counter() - start)
 
 
@@ -309,16 +309,23 @@ def given_on_command_line(ctx, given: dict) -> set[str]:
 def sweep_specs(o: dict, explicit: set[str] | None = None) -> tuple[SweepSpec, RunOptions]:
     """The typed sweep and how to run it, from the command line's values (the reproducing
     command is then ``spec.command(run)``); ``explicit``: the options the user typed."""
-    from phasescope.probes import declared_options
     from phasescope.run.settings import sweep_settings
 
-    options = {name: value for name, value in o.items() if name != "model"}
-    for name, declared in declared_options().items():  # text the probe's option reads (--kv-gaps 0,1)
+    options = read_declared({name: value for name, value in o.items() if name != "model"})
+    options["offsets"] = None if o["offsets"] is None else parse_offsets(o["offsets"])
+    return sweep_settings(o["model"], explicit=explicit, **options)
+
+
+def read_declared(options: dict) -> dict:
+    """``options`` with the text of a probe's option that has its own reader parsed (--kv-gaps 0,1)."""
+    from phasescope.probes import declared_options
+
+    options = dict(options)
+    for name, declared in declared_options().items():
         parse = declared.metadata["parse"]
         if parse is not None and isinstance(options.get(name), str):
             options[name] = parse(options[name])
-    options["offsets"] = None if o["offsets"] is None else parse_offsets(o["offsets"])
-    return sweep_settings(o["model"], explicit=explicit, **options)
+    return options
 
 
 def completion_prompts(o: dict):

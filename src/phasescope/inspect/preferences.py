@@ -256,18 +256,32 @@ def model_task(model_dir):
     return RetrievalTask.from_dict(task)
 
 
-def load_for_preferences(model: str):
-    """A phasescope model directory -> its Decoder; ``hf:DIR`` -> a transformers DeepseekV4 model."""
+def load_for_preferences(model: str, options=None):
+    """A phasescope model directory -> its Decoder; ``hf:DIR`` -> a transformers DeepseekV4 model.
+    ``options``: the backend's (``run.settings.model_options``; None: its defaults). The slot weights
+    are read in float32 on the CPU, so a dtype or device off those is refused, not ignored."""
+    from phasescope.errors import InputError
+
+    if options is not None:
+        moved = [
+            f"--{name} {getattr(options, name)}"
+            for name, kept in (("dtype", "float32"), ("device", "cpu"))
+            if getattr(options, name, kept) != kept
+        ]
+        if moved:
+            raise InputError(
+                f"{', '.join(moved)}: preferences reads the slot weights in float32 on the CPU; drop "
+                + ("them" if len(moved) > 1 else "it")
+            )
     if not model.startswith("hf:"):
         from phasescope.model.load import load_model_dir
 
         return load_model_dir(model).eval()
     from phasescope.backends.hf import Options
     from phasescope.backends.hf_model import load_hf_module
-    from phasescope.errors import InputError
     from phasescope.inspect.preferences_v4 import is_deepseek_v4
 
-    _, hf_model = load_hf_module(model[len("hf:") :], Options())
+    _, hf_model = load_hf_module(model[len("hf:") :], options if isinstance(options, Options) else Options())
     if not is_deepseek_v4(hf_model):
         raise InputError(
             f"{model} is a {type(hf_model).__name__}: learned position preferences need a transformers "

@@ -87,3 +87,11 @@ def _refuse_foreign(explicit: dict, table: dict[str, str], probe: str, kind: str
             f"used by the {ProbeSpec(probe).kind} probe" if section == "probe" else f"an option of {described(kind)}"
         )
         raise InputError(f"{flags}: not {whose}; {drop(flags)}")
+
+
+def model_options(model: str, given: dict, explicit: set[str] | None = None):
+    """The options of the backend ``model``'s spec names, from option name -> value, read as a
+    sweep reads them (commands that load a model without sweeping it: preferences): an option of
+    another backend is refused when given (``explicit``) or off its default."""
+    spec, _ = sweep_settings(model, explicit=explicit, **given)
+    return spec.backend
