@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 import phasescope
-from phasescope.api import prepare_sweep
 from phasescope.backends.base import ScoringPlan
 from phasescope.demo import ASSETS
+from phasescope.run.assemble import assemble
 from phasescope.run.settings import sweep_settings
 
 OFFSETS = list(range(24))
@@ -52,7 +52,7 @@ def main() -> None:
     torch.set_num_threads(2)
     options = dict(samples=args.samples, design="pad-prefix", batch_size=args.batch_size, prefix_reuse=False)
     spec, _ = sweep_settings(str(ASSETS / "tiny-s4"), offsets=OFFSETS, **options)
-    prepared = prepare_sweep(spec, task=None, tokenizer=None, completion=None)
+    prepared = assemble(spec, task=None, tokenizer=None, completion=None)
     items = [it for group in prepared.probe.stream(OFFSETS, args.samples, np.random.default_rng(0)) for it in group]
     bare_forwards(prepared.backend, items[: args.batch_size], args.batch_size)  # warm-up
     rows = []
