@@ -12,7 +12,7 @@ import pytest
 from phasescope.data.retrieval import RetrievalTask
 from phasescope.designs import DESIGN_MOVES, DESIGNS
 from phasescope.errors import InputError
-from phasescope.probes import PROBES, build_probe, declared_options, options_class, probe_module, probe_spec
+from phasescope.probes import PROBES, build_probe, declared_options, inputs, options_class, probe_module, probe_spec
 from phasescope.probes.base import ProbeContext, ProbeError, judge
 from phasescope.probes.options import ProbeOptions
 from phasescope.specs import Geometry
@@ -31,15 +31,13 @@ ARGUMENTS = {
 
 
 def cases() -> list[tuple[str, str, bool]]:
-    """(probe, design, text) for every registered probe and every design it takes; kv-retrieval
-    also on the ids of a native model's task (text False)."""
+    """(probe, design, text) for every registered probe, every design it takes and every input it
+    declares (``INPUTS``: text, with a tokenizer; ids, a native model's task: text False)."""
     out = []
     for name in PROBES:
         module = probe_module(f"{name}:x" if name in ARGUMENTS else name)
         designs = DESIGNS if "design" in own_options(module) else ("shift-needle",)
-        out += [(name, design, True) for design in designs]
-        if name == "kv-retrieval":
-            out += [(name, design, False) for design in designs]
+        out += [(name, design, kind == "text") for kind in inputs(module) for design in designs]
     return out
 
 
@@ -62,8 +60,8 @@ def test_each_registered_probe_puts_the_anchor_at_base_plus_the_offset(name, des
     monkeypatch.chdir(ROOT)  # the argument files and the lm-eval tasks' data are named from the repository root
     argument, options = ARGUMENTS.get(name, (None, {}))
     spec = probe_spec(f"{name}:{argument}" if argument else name, {"design": design, **options})
-    if name == "kv-retrieval" and design == "shift-needle":
-        spec = probe_spec(name, {"design": design, "kv_gaps": (0, 1)})  # both renderings, each at every offset
+    if "kv_gaps" in own_options(probe_module(spec)) and design == "shift-needle":  # both renderings, at every offset
+        spec = probe_spec(spec.name, {"design": design, "kv_gaps": (0, 1), **options})
     task = None if text else TASK
     ctx = ProbeContext(spec, GEOMETRY, tokenizer=tokenizer if text else None, task=task)
     items = build_probe(ctx).items(OFFSETS, 3, np.random.default_rng(0))

@@ -3,7 +3,8 @@
 Each entry names a module with ``SUMMARY``, ``Options`` (a ``probes.options.ProbeOptions``
 dataclass: its own `phasescope sweep` options; an option of another probe given to it is
 refused), optionally ``ARGUMENT`` (the probe is named ``NAME:ARGUMENT``, e.g.
-``prompts:FILE.jsonl``) and ``build(ctx: ProbeContext) -> Probe``. A new probe: one module and
+``prompts:FILE.jsonl``) and ``INPUTS`` (what it is built from: ``"text"``, the default, needs a
+tokenizer; ``"ids"``, a native model's own task), and ``build(ctx: ProbeContext) -> Probe``. A new probe: one module and
 one line here (CONTRIBUTING.md); tests/test_probe_registry.py runs every registered probe.
 """
 
@@ -49,6 +50,11 @@ def probe_forms() -> list[str]:
 
 def modules() -> list[tuple[str, ModuleType]]:
     return [(name, importlib.import_module(path)) for name, path in PROBES.items()]
+
+
+def inputs(module: ModuleType) -> tuple[str, ...]:
+    """What a probe module is built from: ``"text"`` (a tokenizer) and/or ``"ids"`` (a native task)."""
+    return getattr(module, "INPUTS", ("text",))
 
 
 def options_class(module: ModuleType) -> type[ProbeOptions]:
