@@ -32,7 +32,8 @@ def serve(model: Path, max_len: int = 1024, kv_cache_gib: int = 1, startup_s: fl
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib)}
     cmd = [str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model)]
     cmd += ["--port", str(port), "--dtype", "float32", "--max-model-len", str(max_len), "--max-logprobs", "5"]
-    cmd += ["--gpu-memory-utilization", "0.2"]
+    # --enforce-eager: no graph capture at start-up (47 s to serve instead of 61-76 s here; the sweep is as fast)
+    cmd += ["--gpu-memory-utilization", "0.2", "--enforce-eager"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=model.parent)
     url = f"http://127.0.0.1:{port}/v1"
     try:
