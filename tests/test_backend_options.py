@@ -134,3 +134,27 @@ def test_a_run_written_before_backends_owned_their_options_resumes(tmp_path):
     assert again.scored == 0 and len(again.records) == len(first.records)
     with pytest.raises(InputError, match=r"holds a different sweep .*sweep\.backend\.dtype: \"float32\" in the run"):
         phasescope.sweep(model, dtype="bfloat16", **common)
+
+
+def test_the_options_that_change_the_logits_are_read_from_their_declarations():
+    """The weights fingerprint's suffix is every option declared logits=True off its default, as the
+    hand-kept list (hf: dtype then compress; phasescope: dtype) spelled it, so older manifests still
+    match; an option a contributor declares so joins it with no other edit (#45)."""
+    from dataclasses import dataclass
+
+    from phasescope.backends import hf, native
+    from phasescope.backends.options import model_option
+    from phasescope.options import behaviour
+
+    assert behaviour(hf.Options()) == "" and behaviour(native.Options(device="cpu", tokenizer="qwen3")) == ""
+    moved = hf.Options(dtype="bfloat16", compress="mean:s=4", device="cpu", trust_remote_code=True)
+    assert behaviour(moved) == "+dtype:bfloat16+compress:mean:s=4"
+    assert behaviour(native.Options(dtype="float16")) == "+dtype:float16"
+
+    @dataclass(frozen=True)
+    class WithQuant(native.Options):
+        quant: str = model_option("none", "Weight quantization.", measured=True, logits=True)
+
+    assert behaviour(WithQuant(quant="int8")) == "+quant:int8"
+    with pytest.raises(ValueError, match="measured"):
+        model_option("none", "A logits option left out of spec.json.", logits=True)

@@ -25,14 +25,32 @@ def option(
     minimum: float | None = None,
     maximum: float | None = None,
     measured: bool = True,
+    logits: bool = False,
 ):
     """An option: its default and ``--help`` text; ``metavar`` and ``panel`` as --help shows
     them; ``off_flag`` the flag that turns a default-on boolean off (``--mixed-phase``);
     ``parse`` reads the command line's text (``0,1`` -> (0, 1)); ``minimum``/``maximum`` bound a
     number on the command line; ``measured`` False for an option that changes how, not what, is
-    measured (a device, a timeout): spec.json leaves it out, so a resume may change it."""
+    measured (a device, a timeout): spec.json leaves it out, so a resume may change it; ``logits``
+    True for a model option that changes the logits the weights give (a dtype, a compression
+    scheme): it joins the weights fingerprint (``behaviour``), so it is measured too."""
+    if logits and not measured:
+        raise ValueError("an option that changes the logits is measured: drop measured=False")
     meta = {"help": help, "metavar": metavar, "panel": panel, "off_flag": off_flag, "parse": parse}
-    return field(default=default, metadata=meta | {"min": minimum, "max": maximum, "measured": measured})
+    return field(
+        default=default, metadata=meta | {"min": minimum, "max": maximum, "measured": measured, "logits": logits}
+    )
+
+
+def behaviour(options) -> str:
+    """What changes a model's logits besides its weights, as the suffix of its weights fingerprint
+    (``+dtype:bfloat16+compress:mean:s=4``): every option declared ``logits=True`` off its default,
+    in declaration order. A resume with other values is refused as another model's."""
+    return "".join(
+        f"+{f.name}:{getattr(options, f.name)}"
+        for f in fields(options)
+        if f.metadata.get("logits") and getattr(options, f.name) != f.default
+    )
 
 
 def flag(name: str) -> str:

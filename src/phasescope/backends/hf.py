@@ -31,6 +31,7 @@ class Options(BackendOptions):
         "to s): what it would do if its cache were compressed (no retraining).",
         metavar="SPEC",
         measured=True,
+        logits=True,
     )
     tokenizer: str | None = tokenizer_option()
 

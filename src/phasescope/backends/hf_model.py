@@ -20,6 +20,7 @@ from phasescope.backends.options import BackendOptions
 from phasescope.errors import InputError
 from phasescope.kv.posthoc import compressed_attention, parse_compress
 from phasescope.limits import refuse_unless_fits
+from phasescope.options import behaviour
 from phasescope.rundir.files import read_json
 from phasescope.specs import ModelGeometry
 
@@ -90,7 +91,7 @@ def load_hf(path: str | Path, options: BackendOptions) -> LogitsBackend:
     info = ModelInfo(
         vocab_size=config.vocab_size,
         geometry=geometry,
-        fingerprint=fingerprint_files(sorted(path.glob("*.safetensors"))) + _behaviour(options),
+        fingerprint=fingerprint_files(sorted(path.glob("*.safetensors"))) + behaviour(options),
         task=meta.get("task"),
         description=f"hf:{path}" + ("" if scheme is None else f" --compress {options.compress}"),
         tokenizer=tokenizer,
@@ -239,15 +240,6 @@ def _logits_fn(model, device: str, scheme=None):
             return model(input_ids=ids.to(device), use_cache=False, logits_to_keep=kept).logits.float().cpu()
 
     return logits
-
-
-def _behaviour(options: BackendOptions) -> str:
-    """What changes the logits besides the weights, so a resume with other options is refused."""
-    return "".join(
-        f"+{name}:{value}"
-        for name, value, default in (("dtype", options.dtype, "float32"), ("compress", options.compress, "none"))
-        if value != default
-    )
 
 
 def from_pretrained_model(model, options: BackendOptions) -> LogitsBackend:

@@ -104,7 +104,7 @@ def load_native(path: str | Path, options: BackendOptions) -> LogitsBackend:
     path = Path(path)
     model = load_model_dir(path)
     task = read_task(path)
-    fingerprint = fingerprint_files([path / "model.safetensors"])
-    if options.dtype != "float32":
-        fingerprint += f"+dtype:{options.dtype}"
+    from phasescope.options import behaviour
+
+    fingerprint = fingerprint_files([path / "model.safetensors"]) + behaviour(options)
     return from_decoder(model, fingerprint, task, f"phasescope model {path}", options=options)

@@ -22,8 +22,8 @@ def model_option(default, help: str, **kw):
 
 def dtype_option():
     return model_option(
-        "float32", "Weights dtype: float32, bfloat16 or float16.", metavar="DTYPE", measured=True
-    )  # the logits change with it
+        "float32", "Weights dtype: float32, bfloat16 or float16.", metavar="DTYPE", measured=True, logits=True
+    )
 
 
 def device_option():
