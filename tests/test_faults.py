@@ -795,6 +795,8 @@ def test_log_samples_writes_each_records_prompt_and_export_joins_them(tmp_path, 
         assert (sample["content_id"], sample["offset"]) == (record["content_id"], record["offset"])
         assert len(sample["prompt_ids"]) == record["answer_pos"]  # the answer follows the prompt
         assert sample["candidates"][sample["target"]] and sample["prompt_text"] is None  # ids only: no tokenizer
+        assert sample["answer_ids"] == record["answer_ids"] and sample["correct"] == record["correct"]
+        assert record["correct"] == (record["answer_ids"] == sample["candidates"][sample["target"]])
     first = samples[0]
     anchors = [json.loads(r)["anchor_pos"] for r in records]  # the needle's key moves with the offset, intact
     content_0 = [(s, a) for s, a in zip(samples, anchors, strict=True) if s["content_id"] == 0]

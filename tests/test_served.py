@@ -35,8 +35,9 @@ def test_served_records_equal_hf_records_on_the_same_weights(served, tmp_path, m
     local = phasescope.sweep(f"hf:{directory}", step=4, samples=2)
     assert len(remote.records) == len(local.records) == 48
     for a, b in zip(remote.records, local.records, strict=True):
-        assert a.correct == b.correct
+        assert a.correct == b.correct and a.answer_ids == b.answer_ids and a.answer_text == b.answer_text
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    assert all(r.answer_ids and r.answer_text is not None for r in remote.records)
     assert server.auth[-1] == "Bearer sk-secret-123"
     for path in (tmp_path / "r").iterdir():
         if path.is_file():
@@ -265,6 +266,7 @@ def test_generation_answers_agree_with_teacher_forcing_on_a_healthy_server(serve
     for a, b in zip(forced, generated, strict=True):
         assert (a.answer_from, b.answer_from) == ("teacher-forced", "generation")
         assert a.correct == b.correct and a.logprobs == pytest.approx(b.logprobs, abs=1e-6)
+        assert a.answer_ids == b.answer_ids and len(a.answer_ids) == 1  # every path reads the model's answer
         length = a.answer_pos
         assert a.request_lengths == ([length + 1] if path == "per-candidate" else [length])
         assert b.request_lengths == ([length, length + 1] if path == "per-candidate" else [length])

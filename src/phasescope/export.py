@@ -79,7 +79,7 @@ def load_run(run_dir) -> RunTables:
     if isinstance(phase_by_offset, list) and len(phase_by_offset) == len(offsets):
         offsets["phase"] = phase_by_offset
     rows = [flat_record(r) for r in records]
-    if samples := logged_samples(run_dir):  # sweep --log-samples: what each record was scored on
+    if samples := RunDir(run_dir).read_samples():  # sweep --log-samples: what each record was scored on
         rows = [row | _sample_columns(samples.get(r.key)) for row, r in zip(rows, records, strict=True)]
     return RunTables(
         records=_numeric(pd.DataFrame(rows)),
@@ -101,22 +101,6 @@ def _numeric(frame):
             if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in present):
                 frame[name] = values.astype(float)
     return frame
-
-
-def logged_samples(run_dir) -> dict:
-    """RUN/samples.jsonl (``sweep --log-samples``) by record key; empty without the file. A line cut
-    by an interruption is skipped; a sample logged twice (its record was rescored) keeps the last."""
-    path = RunDir(run_dir).samples
-    if not path.is_file():
-        return {}
-    out = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            sample = json.loads(line)
-            out[(sample["content_id"], sample["offset"], sample.get("variant", 0))] = sample
-        except (json.JSONDecodeError, TypeError, KeyError):
-            continue
-    return out
 
 
 def _sample_columns(sample: dict | None) -> dict:

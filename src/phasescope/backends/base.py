@@ -3,7 +3,8 @@ it knows about itself (``ModelInfo``) and ``score(items) -> results``. One base 
 file per kind of model spec (``hf:``, ``openai:``, a phasescope directory), a lazy registry
 keyed by the spec's prefix (``phasescope.backends``): docs/design.md, "Layers".
 
-A result is ``{"greedy": bool, "logprob_target": float, "logprobs": {candidate: float}}``:
+A result is ``{"greedy": bool, "logprob_target": float, "logprobs": {candidate: float}, "answer_ids"}``
+(``result`` builds it; ``answer_ids``: what greedy decoding answered, where the backend can tell):
 ``greedy`` says whether greedy decoding reproduces the target's tokens; whether the item is
 *correct* is decided once, by ``probes.base.judge`` (greedy, or the highest log-prob for
 multiple choice).
@@ -12,6 +13,8 @@ multiple choice).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
@@ -124,3 +127,27 @@ def load_tokenizer(spec: str):
     from phasescope.backends.tokenizers import load_tokenizer as load
 
     return load(spec)
+
+
+def greedy_along(argmaxes: list[int], target: list[int]) -> list[int]:
+    """What greedy decoding answers, read from the argmax at each of the target's teacher-forced
+    positions: the argmaxes up to and including the first that differs from the target (after it
+    the teacher-forced positions no longer follow the greedy path)."""
+    for j, (token, wanted) in enumerate(zip(argmaxes, target, strict=True)):
+        if token != wanted:
+            return argmaxes[: j + 1]
+    return list(argmaxes)
+
+
+def result(item: ProbeItem, scores: dict, answer: list[int]) -> dict:
+    """A backend's result: ``greedy`` (greedy decoding reproduces the target's tokens) read from
+    ``answer``, the tokens greedy decoding gives along the target (``greedy_along``), kept as
+    ``answer_ids``; the candidates' log-probs; the target's."""
+    for name, value in scores.items():
+        if not np.isfinite(value):
+            raise InputError(
+                f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
+                f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
+            )
+    greedy = answer == list(item.candidates[item.target])
+    return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores, "answer_ids": answer}

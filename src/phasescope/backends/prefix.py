@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from phasescope.backends.scoring import refuse_broken, result, results_from_next_token
+from phasescope.backends.base import greedy_along, result
+from phasescope.backends.scoring import refuse_broken, results_from_next_token
 from phasescope.probes.base import ProbeItem
 
 
@@ -94,7 +95,7 @@ def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
     first = logits[0, -1].float()
     refuse_broken(first, item)
     first = torch.log_softmax(first, dim=-1)
-    scores, greedy = {}, False
+    scores, answer = {}, []
     for name, tokens in item.candidates.items():
         steps = [first]
         if len(tokens) > 1:
@@ -103,5 +104,5 @@ def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
             steps += list(torch.log_softmax(more, dim=-1))
         scores[name] = float(sum(dist[t] for dist, t in zip(steps, tokens, strict=True)))
         if name == item.target:
-            greedy = all(int(dist.argmax()) == t for dist, t in zip(steps, tokens, strict=True))
-    return result(item, scores, greedy)
+            answer = greedy_along([int(dist.argmax()) for dist in steps], tokens)
+    return result(item, scores, answer)

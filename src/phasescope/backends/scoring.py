@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from phasescope.backends.base import greedy_along, result
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 
@@ -52,7 +53,7 @@ def refuse_broken(logits: torch.Tensor, item: ProbeItem) -> None:
 
 
 def score_items(logits_where, items: list[ProbeItem]) -> list[dict]:
-    """One result per item: greedy, logprob_target, logprobs {candidate: log-prob}.
+    """One result per item: greedy, logprob_target, logprobs {candidate: log-prob}, answer_ids.
     ``logits_where(ids [B,T], keep [K]) -> logits [B,K,V]`` (``LogitsBackend.logits_where``)."""
     if single_token(items):  # every candidate is read from the distribution after the prompt
         reads = [[item.answer_pos - 1] for item in items]
@@ -66,15 +67,14 @@ def score_items(logits_where, items: list[ProbeItem]) -> list[dict]:
             reads.append(list(range(item.answer_pos - 1, item.answer_pos - 1 + len(tokens))))
     logp, index = _forward(logits_where, sequences, reads, items)
     scores: list[dict] = [{} for _ in items]
-    greedy = [False] * len(items)
+    answers: list[list[int]] = [[] for _ in items]
     for row, (i, name) in enumerate(owners):
         tokens = items[i].candidates[name]
         at = torch.tensor([index[p] for p in reads[row]])
-        wanted = torch.tensor(tokens)
-        scores[i][name] = float(logp[row, at, wanted].sum())
-        if name == items[i].target:  # greedy decoding reproduces the answer iff every argmax matches
-            greedy[i] = bool((logp[row, at].argmax(-1) == wanted).all())
-    return [result(item, scores[i], greedy[i]) for i, item in enumerate(items)]
+        scores[i][name] = float(logp[row, at, torch.tensor(tokens)].sum())
+        if name == items[i].target:  # the argmax at each of the target's positions
+            answers[i] = greedy_along([int(t) for t in logp[row, at].argmax(-1)], tokens)
+    return [result(item, scores[i], answers[i]) for i, item in enumerate(items)]
 
 
 def single_token(items: list[ProbeItem]) -> bool:
@@ -86,16 +86,5 @@ def results_from_next_token(items: list[ProbeItem], dists: list[torch.Tensor]) -
     results = []
     for item, dist in zip(items, dists, strict=True):
         scores = {name: float(dist[tokens[0]]) for name, tokens in item.candidates.items()}
-        right = item.candidates[item.target][0]
-        results.append(result(item, scores, bool(int(dist.argmax()) == right)))
+        results.append(result(item, scores, [int(dist.argmax())]))
     return results
-
-
-def result(item: ProbeItem, scores: dict, greedy: bool) -> dict:
-    for name, value in scores.items():
-        if not np.isfinite(value):
-            raise InputError(
-                f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
-                f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
-            )
-    return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores}

@@ -37,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from phasescope.backends.base import Backend, ModelInfo, load_tokenizer
+from phasescope.backends.base import Backend, ModelInfo, greedy_along, load_tokenizer, result
 from phasescope.backends.options import BackendOptions, model_option, tokenizer_option
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
@@ -172,22 +172,22 @@ class ServedModel(Backend):
         if self.options.answers != "generation":
             return [r | {"answer_from": "teacher-forced"} for r in results]
         with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-            greedy = list(pool.map(self._answer_generated, items))
+            generated = list(pool.map(self._answer_generated, items))
         return [
             r
             | {
-                "greedy": g,
+                "greedy": answer == list(item.candidates[item.target]),  # a stop before its length is wrong
+                "answer_ids": answer,
                 "answer_from": "generation",
                 "request_lengths": sorted({*r["request_lengths"], len(item.input_ids)}),
             }
-            for item, r, g in zip(items, results, greedy, strict=True)
+            for item, r, answer in zip(items, results, generated, strict=True)
         ]
 
-    def _answer_generated(self, item: ProbeItem) -> bool:
-        """Whether greedy decoding from the prompt alone, as many tokens as the target has,
-        produces the target (a stop before its length is wrong)."""
+    def _answer_generated(self, item: ProbeItem) -> list[int]:
+        """What greedy decoding from the prompt alone generates, as many tokens as the target has."""
         target = list(item.candidates[item.target])
-        return self._greedy(item, len(target), check_read=bool(self.no_echo)) == target
+        return self._greedy(item, len(target), check_read=bool(self.no_echo))
 
     def _stopped(self) -> str:
         return (
@@ -233,11 +233,14 @@ class ServedModel(Backend):
             }
             for item in items
         }
-        for (item, name, _), (logprob, greedy) in zip(jobs, answers, strict=True):
-            result = results[id(item)]
-            result["logprobs"][name] = logprob
+        for (item, name, tokens), (logprob, argmaxes) in zip(jobs, answers, strict=True):
+            scored = results[id(item)]
+            scored["logprobs"][name] = logprob
             if name == item.target:
-                result["greedy"], result["logprob_target"] = greedy, logprob
+                scored["logprob_target"] = logprob
+                if argmaxes is not None:
+                    scored["answer_ids"] = greedy_along(argmaxes, tokens)
+                    scored["greedy"] = scored["answer_ids"] == list(tokens)
         return [results[id(item)] for item in items]
 
     def _item_fast(self, item: ProbeItem) -> dict:
@@ -254,13 +257,7 @@ class ServedModel(Backend):
         if any(t not in top for t in wanted):
             raise FastPathUnavailable
         scores = {name: top[tokens[0]] for name, tokens in item.candidates.items()}
-        greedy = ids[len(sent)] == item.candidates[item.target][0]
-        return {
-            "greedy": greedy,
-            "logprob_target": scores[item.target],
-            "logprobs": scores,
-            "request_lengths": [len(sent)],
-        }
+        return result(item, scores, [ids[len(sent)]]) | {"request_lengths": [len(sent)]}
 
     def _item_no_echo(self, item: ProbeItem) -> dict:
         """Every candidate teacher-forced without echo: one request per distinct candidate prefix
@@ -276,12 +273,9 @@ class ServedModel(Backend):
             for name, tokens in item.candidates.items()
         }
         target = item.candidates[item.target]
-        greedy = all(answers[tuple(target[:j])][0] == t for j, t in enumerate(target))
-        return {
-            "greedy": greedy,
-            "logprob_target": scores[item.target],
-            "logprobs": scores,
-            "request_lengths": sorted({len(item.input_ids) + len(prefix) for prefix in following}),
+        answer = greedy_along([answers[tuple(target[:j])][0] for j in range(len(target))], target)
+        return result(item, scores, answer) | {
+            "request_lengths": sorted({len(item.input_ids) + len(prefix) for prefix in following})
         }
 
     def _next(self, item: ProbeItem, extra: list[int], wanted: list[int]) -> tuple[int, dict[int, float]]:
@@ -303,16 +297,20 @@ class ServedModel(Backend):
             raise FastPathUnavailable
         return generated, top
 
-    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, bool]:
+    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, list[int] | None]:
+        """(the candidate's log-prob, the argmax at each of its positions; None where the server
+        gave no top token there)."""
         sent = item.input_ids + tokens
         _, values, tops = self._echo(self._post(self._body(sent), item), sent, item)
         at = range(item.answer_pos, item.answer_pos + len(tokens))
         logprob = float(sum(self._logprob(values[i], item) for i in at))
-        greedy = True
+        argmaxes = []
         for i in at:
             top = self._top(tops[i], item)
-            greedy = greedy and bool(top) and max(top, key=top.get) == sent[i]
-        return logprob, greedy
+            if not top:
+                return logprob, None
+            argmaxes.append(max(top, key=top.get))
+        return logprob, argmaxes
 
     def _body(self, prompt: list[int]) -> dict:
         return {

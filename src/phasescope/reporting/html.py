@@ -7,6 +7,7 @@ import html
 import json
 from pathlib import Path
 
+from phasescope.reporting.answers import answers_section
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.spec_table import spec_rows
@@ -175,7 +176,7 @@ def _page(run_dir: Path, metrics: Metrics, spec: SavedSweep, images: list[str]) 
 <h2>Per-phase accuracy</h2>{_phase_table(metrics)}
 {_task_tables(metrics)}
 {_probability_table(metrics)}
-<h2>Figures</h2>{figures}{optional_sections(run_dir)}
+<h2>Figures</h2>{figures}{answers_section(run_dir, metrics)}{optional_sections(run_dir)}
 <h2>Method</h2>{METHOD}{_fit(metrics)}{GLOSSARY}
 <h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec.raw)])}
 <details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec.raw, indent=2))}</pre></details>

@@ -45,10 +45,12 @@ class SweepResult:
     geometry: Geometry | None = None  # what phases were counted with (step, window, align, L, its source)
 
 
-def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int) -> Record:
-    """The record of a scored item: its positions and phase, the backend's log-probs, and
-    whether it was answered correctly (``probes.base.judge``)."""
+def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int, decode=None) -> Record:
+    """The record of a scored item: its positions and phase, the backend's log-probs, whether it
+    was answered correctly (``probes.base.judge``) and what the model answered (the backend's
+    ``answer_ids``; its text with ``decode``, the model's tokenizer's)."""
     together = item.key_pos is not None and item.value_last is not None
+    answer = result.get("answer_ids")
     return Record(
         content_id=item.content_id,
         offset=item.offset,
@@ -70,6 +72,8 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         prompt_digest=prompt_digest(item),
         request_lengths=result.get("request_lengths"),
         answer_from=result.get("answer_from"),
+        answer_ids=answer,
+        answer_text=decode(answer) if decode is not None and answer is not None else None,
     )
 
 
@@ -243,12 +247,13 @@ def _score_batches(model: Backend, geometry: Geometry, chunks, done: dict, out, 
                 continue
             results = model.score(batch)
             step, align, window = geometry.step, geometry.align, geometry.window
-            records = [record_for(it, r, step, align, window) for it, r in zip(batch, results, strict=True)]
+            decode = getattr(model.info.tokenizer, "decode", None)
+            records = [record_for(it, r, step, align, window, decode) for it, r in zip(batch, results, strict=True)]
             if any(it.generate is not None or it.grade is not None for it in batch):
                 grade_records(model, batch, records)  # generation tasks, a probe's own metric (lm-eval)
             fresh = [r for r in records if r.key not in done]
             if log is not None:
-                log([it for it, r in zip(batch, records, strict=True) if r.key not in done])
+                log([(it, r) for it, r in zip(batch, records, strict=True) if r.key not in done])
             if out is not None:
                 RunDir(out).append("".join(r.line() for r in fresh))  # one write per batch
             for r in fresh:  # after the write: an interruption counts only records on disk

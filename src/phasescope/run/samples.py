@@ -1,5 +1,6 @@
 """--log-samples: what each record was scored on, beside records.jsonl (RUN/samples.jsonl, one
-JSON object per scored item: its key, the prompt ids and text, the candidates' ids and text)."""
+JSON object per scored item: its key, the prompt ids and text, the candidates' ids and text, and
+what the model answered, ids and text, as lm-eval's --log_samples keeps its ``resps``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from phasescope.backends.base import Backend
 from phasescope.probes.base import ProbeItem
 from phasescope.rundir import RunDir
+from phasescope.rundir.records import Record
 
 
 def sample_logger(model: Backend, out: Path):
@@ -19,12 +21,13 @@ def sample_logger(model: Backend, out: Path):
     def text(ids: list[int]) -> str | None:
         return decode(ids) if decode is not None else None
 
-    def log(items: list[ProbeItem]) -> None:
+    def log(scored: list[tuple[ProbeItem, Record]]) -> None:
         lines = []
-        for it in items:
+        for it, record in scored:
             sample = {"content_id": it.content_id, "offset": it.offset, "variant": it.variant, "target": it.target}
             sample |= {"prompt_ids": it.input_ids, "prompt_text": text(it.input_ids), "candidates": it.candidates}
             sample["candidate_texts"] = {name: text(ids) for name, ids in it.candidates.items()}
+            sample |= {"answer_ids": record.answer_ids, "answer_text": record.answer_text, "correct": record.correct}
             lines.append(json.dumps(sample) + "\n")
         RunDir(out).append_samples("".join(lines))
 

@@ -93,6 +93,20 @@ class RunDir:
     def samples(self) -> Path:
         return self.path / SAMPLES
 
+    def read_samples(self) -> dict:
+        """samples.jsonl (``sweep --log-samples``) by record key; empty without the file. A line cut
+        by an interruption is skipped; a sample logged twice (its record was rescored) keeps the last."""
+        if not self.samples.is_file():
+            return {}
+        out = {}
+        for line in self.samples.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                sample = json.loads(line)
+                out[(sample["content_id"], sample["offset"], sample.get("variant", 0))] = sample
+            except (json.JSONDecodeError, TypeError, KeyError):
+                continue
+        return out
+
     def append_samples(self, lines: str) -> None:
         """--log-samples: a batch's samples, written before its records (an interruption between the
         two leaves a sample whose record is rescored and logged again: readers keep the last)."""

@@ -56,6 +56,11 @@ class Record:
     prompt_digest: str | None = None  # sha256 (16 hex) of the prompt ids, candidates and target: runs pair on it
     request_lengths: list[int] | None = None  # served: the prompt lengths of the requests that scored the record
     answer_from: str | None = None  # served: "generation" when one greedy request decided ``correct``
+    # what the model answered: the tokens greedy decoding gives after the prompt, as many as the target
+    # has at most, read along the target up to the first that differs (``backends.base.greedy_along``;
+    # a served --answers generation run: the tokens generated); its text where the model has a tokenizer
+    answer_ids: list[int] | None = None
+    answer_text: str | None = None
     extra: dict = field(default_factory=dict)  # fields this version does not know, kept as they were
 
     @classmethod
@@ -95,7 +100,7 @@ _JSON_ORDER = (
 )  # fmt: skip
 _SET_ONLY = (
     "padding", "task", "doc_id", "generation", "task_metrics", "end_phase", "prompt_digest", "request_lengths",
-    "answer_from",
+    "answer_from", "answer_ids", "answer_text",
 )  # fmt: skip
 _FIELDS = {f.name for f in fields(Record)} - {"extra"}
 
@@ -307,6 +312,11 @@ def _check_end(record: dict, where: str) -> None:
         raise InputError(f"{where}: field 'prompt_digest' must be text, got {digest!r}")
     if lengths is not None and not (isinstance(lengths, list) and all(_is_int(n) and n > 0 for n in lengths)):
         raise InputError(f"{where}: field 'request_lengths' must be a list of prompt lengths, got {lengths!r}")
+    answer, text = record.get("answer_ids"), record.get("answer_text")
+    if answer is not None and not (isinstance(answer, list) and all(_is_int(t) and t >= 0 for t in answer)):
+        raise InputError(f"{where}: field 'answer_ids' must be a list of token ids, got {answer!r}")
+    if text is not None and not isinstance(text, str):
+        raise InputError(f"{where}: field 'answer_text' must be text, got {text!r}")
     if record.get("answer_from") not in (None, "generation", "teacher-forced"):
         raise InputError(
             f"{where}: field 'answer_from' must be generation or teacher-forced, got {record['answer_from']!r}"
