@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 import phasescope
+from phasescope.assemble import assemble
 from phasescope.backends.base import ScoringPlan
 from phasescope.demo import ASSETS
-from phasescope.run.assemble import assemble
 from phasescope.run.settings import sweep_settings
 
 OFFSETS = list(range(24))

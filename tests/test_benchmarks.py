@@ -13,6 +13,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "analyze_scale.py": (["--quick"], "the same numbers as the previous code: True"),
     "attention.py": (["--quick", "--prefill-only"], "T="),
     "attention_stages.py": (["--quick"], "_add_entries"),
+    "content_build.py": (["--quick"], "items built and checked"),
     "long_forward.py": (["--quick"], "compressed / full"),
     "multi_token_scoring.py": (["--quick"], "where read"),
     "multi_token_sweep.py": (["--quick"], "multi-token answers (numbers):"),

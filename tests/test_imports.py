@@ -39,6 +39,7 @@ ORDER = [
     "reporting",
     "results",
     "export",
+    "assemble",  # a typed sweep to a loaded model, its geometry and its probe (the CLI's and the API's)
     "api",
     "phasescope",  # the package facade: lazy re-exports of api
     "lm_eval_plugin",

@@ -56,6 +56,6 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
 def sweep_spec(spec: SweepSpec, run: RunOptions, model=None, command: str | None = None, **inputs):
     """The sweep ``spec`` describes, run as ``run`` says; ``model`` (default: ``spec.model``)
     may be an in-memory model; ``inputs``: task, tokenizer, completion (see ``sweep``)."""
-    from phasescope.run.assemble import assemble, run_assembled
+    from phasescope.assemble import assemble, run_assembled
 
     return run_assembled(assemble(spec, model, **inputs), run, command)

@@ -275,7 +275,7 @@ SWEEP_EXAMPLES = (
 @with_options(SWEEP_OPTIONS)
 def sweep(ctx, **given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
-    from phasescope.run.assemble import assemble, run_assembled
+    from phasescope.assemble import assemble, run_assembled
 
     spec, run = sweep_specs(given, given_on_command_line(ctx, given))
     start = time.perf_counter()
