@@ -46,6 +46,7 @@ def test_the_recorded_answer_is_what_greedy_generation_gives(numbers_model, qwen
         assert record.answer_ids == generated[0, prompt.shape[1] :].tolist()
         assert record.correct == (record.answer_ids == target)
         assert record.answer_text == qwen3_tokenizer.decode(record.answer_ids)
+        assert record.target_text == qwen3_tokenizer.decode(target) == sample["candidate_texts"][sample["target"]]
         assert (sample["answer_ids"], sample["answer_text"]) == (record.answer_ids, record.answer_text)
 
 

@@ -43,7 +43,11 @@ def answers_section(run_dir, metrics: Metrics) -> str:
 
 def _row(record: Record, sample: dict | None) -> str:
     sample = sample or {}
-    text = (sample.get("candidate_texts") or {}).get(record.target)
+    text = (
+        record.target_text
+        if record.target_text is not None
+        else (sample.get("candidate_texts") or {}).get(record.target)
+    )
     ids = (sample.get("candidates") or {}).get(record.target)
     right = repr(text) if text is not None else _ids(ids) if ids else record.target
     answer = repr(record.answer_text) if record.answer_text is not None else _ids(record.answer_ids)

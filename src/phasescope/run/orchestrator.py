@@ -48,7 +48,7 @@ class SweepResult:
 def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int, decode=None) -> Record:
     """The record of a scored item: its positions and phase, the backend's log-probs, whether it
     was answered correctly (``probes.base.judge``) and what the model answered (the backend's
-    ``answer_ids``; its text with ``decode``, the model's tokenizer's)."""
+    ``answer_ids``; its text and the target's with ``decode``, the model's tokenizer's)."""
     together = item.key_pos is not None and item.value_last is not None
     answer = result.get("answer_ids")
     return Record(
@@ -74,6 +74,7 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         answer_from=result.get("answer_from"),
         answer_ids=answer,
         answer_text=decode(answer) if decode is not None and answer is not None else None,
+        target_text=decode(item.candidates[item.target]) if decode is not None else None,
     )
 
 

@@ -61,6 +61,7 @@ class Record:
     # a served --answers generation run: the tokens generated); its text where the model has a tokenizer
     answer_ids: list[int] | None = None
     answer_text: str | None = None
+    target_text: str | None = None  # the right answer's text where the model has a tokenizer (" Paris", not "3")
     extra: dict = field(default_factory=dict)  # fields this version does not know, kept as they were
 
     @classmethod
@@ -100,7 +101,7 @@ _JSON_ORDER = (
 )  # fmt: skip
 _SET_ONLY = (
     "padding", "task", "doc_id", "generation", "task_metrics", "end_phase", "prompt_digest", "request_lengths",
-    "answer_from", "answer_ids", "answer_text",
+    "answer_from", "answer_ids", "answer_text", "target_text",
 )  # fmt: skip
 _FIELDS = {f.name for f in fields(Record)} - {"extra"}
 
@@ -312,11 +313,12 @@ def _check_end(record: dict, where: str) -> None:
         raise InputError(f"{where}: field 'prompt_digest' must be text, got {digest!r}")
     if lengths is not None and not (isinstance(lengths, list) and all(_is_int(n) and n > 0 for n in lengths)):
         raise InputError(f"{where}: field 'request_lengths' must be a list of prompt lengths, got {lengths!r}")
-    answer, text = record.get("answer_ids"), record.get("answer_text")
+    answer = record.get("answer_ids")
     if answer is not None and not (isinstance(answer, list) and all(_is_int(t) and t >= 0 for t in answer)):
         raise InputError(f"{where}: field 'answer_ids' must be a list of token ids, got {answer!r}")
-    if text is not None and not isinstance(text, str):
-        raise InputError(f"{where}: field 'answer_text' must be text, got {text!r}")
+    for name in ("answer_text", "target_text"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            raise InputError(f"{where}: field {name!r} must be text, got {record[name]!r}")
     if record.get("answer_from") not in (None, "generation", "teacher-forced"):
         raise InputError(
             f"{where}: field 'answer_from' must be generation or teacher-forced, got {record['answer_from']!r}"
