@@ -44,6 +44,7 @@ from scipy import stats
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.phase_effects import WALD_TOL, _wald, pairwise, range_bounds
+from phasescope.analysis.pvalue import p_text
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.trend import legendre
 
@@ -312,16 +313,16 @@ def reading(factors: dict, adjusted: dict[str, float], step: int, alpha: float) 
         where = "between contents, " if t["kind"] == "between" else ""
         parts.append(
             f"{group_words(t['members'])} ({describe_phase(f, t['worst_phase'], step, align)}: "
-            f"{worst_drop(t):+.1f} pp vs the other phases; {where}p = {t['p_value']:.2g})"
+            f"{worst_drop(t):+.1f} pp vs the other phases; {where}{p_text(t['p_value'])})"
         )
     others = [t for t in factors["tests"] if t not in claimed and t["p_value"] is not None]  # tested, not claimed
     if parts:
         text = "the effect follows " + " and ".join(parts)
         if others:
-            text += ", not " + " or ".join(f"{group_words(t['members'])} (p = {t['p_value']:.2g})" for t in others)
+            text += ", not " + " or ".join(f"{group_words(t['members'])} ({p_text(t['p_value'])})" for t in others)
     elif others:
         text = "no factor's phase shows an effect: " + ", ".join(
-            f"{group_words(t['members'])} p = {t['p_value']:.2g}" for t in others
+            f"{group_words(t['members'])} {p_text(t['p_value'])}" for t in others
         )
     else:
         text = "the factors were not tested"

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from phasescope.analysis.factors import describe_phase, factor_phases, factor_statistics, group_words
+from phasescope.analysis.pvalue import p_text
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.verdict import ALPHA, holm
 from phasescope.errors import InputError
@@ -160,13 +161,13 @@ def _sentence(a, worse, better, names, factors, adjusted) -> str:
     tested = [t for t in (factors or {}).get("tests", []) if t["p_value"] is not None]
     if claimed:
         text += " (the departures follow " + " and ".join(
-            f"{group_words(t['members'])}: p = {t['p_value']:.2g}" for t in claimed
+            f"{group_words(t['members'])}: {p_text(t['p_value'])}" for t in claimed
         )
         text += ", Holm over the factors tested)"
     elif tested:
         text += (
             " (no factor's phase explains the departures: "
-            + ", ".join(f"{group_words(t['members'])} p = {t['p_value']:.2g}" for t in tested)
+            + ", ".join(f"{group_words(t['members'])} {p_text(t['p_value'])}" for t in tested)
             + ")"
         )
     return text

@@ -43,6 +43,7 @@ from scipy.stats import chi2
 from phasescope.analysis.cluster_ols import bootstrap_p
 from phasescope.analysis.offset_effects import MIN_CONTENTS, Linear, OffsetEffects, few_varying_advice, linear
 from phasescope.analysis.phase_effects import WALD_TOL, _wald
+from phasescope.analysis.pvalue import p_text
 from phasescope.analysis.trend import (
     MAX_INFLATION,
     MIN_CYCLES,
@@ -148,7 +149,7 @@ def _against_step(found: dict, fx: OffsetEffects, fits: dict, step: int, degree:
     if beyond < alpha:
         return found | {"beyond_step_p": beyond}
     note = (
-        f"period {period} fits best, but adds nothing significant beyond the step's phases (p = {beyond:.2g}): "
+        f"period {period} fits best, but adds nothing significant beyond the step's phases ({p_text(beyond)}): "
         "the step is named"
     )
     return found | {"detected": step, "kind": "step", "beyond_step_p": beyond, "note": note}
@@ -252,8 +253,8 @@ def _as_multiple(period: int, step: int, finer: float, step_part: float) -> dict
     """The period result for a multiple of the step: its pattern beyond the step's phases and the
     step's own component, both said."""
     note = (
-        f"a period-{period} pattern: the step's phases (step {step}, p = {step_part:.2g}) and a pattern that repeats "
-        f"every {period} tokens beyond them (p = {finer:.2g})"
+        f"a period-{period} pattern: the step's phases (step {step}, {p_text(step_part)}) and a pattern that repeats "
+        f"every {period} tokens beyond them ({p_text(finer)})"
     )
     return {"detected": period, "kind": "multiple", "multiple_p": finer, "step_component_p": step_part, "note": note}
 

@@ -48,6 +48,7 @@ import numpy as np
 
 from phasescope.analysis.cluster_ols import bootstrap_p, safe_ratio
 from phasescope.analysis.offset_effects import OffsetEffects, linear
+from phasescope.analysis.pvalue import p_text
 
 MAX_INFLATION = 1.25  # largest allowed growth of the label effects' standard errors over a linear trend
 MAX_OVERLAP = 0.7  # largest canonical correlation of the look-ahead terms with the labels (given the trend)
@@ -287,7 +288,7 @@ def _misfit_note(what: str, top: int, n_tried: int, p: float) -> str:
     if n_tried == 1 and p > 0.001:
         return (
             f"with these offsets only a degree-{top} drift can be checked next to the {what} effects, and its check "
-            f"failed (p = {p:.2g}): by chance (a check at level {ACCEPT_LEVEL:g} fails in 1 of "
+            f"failed ({p_text(p)}): by chance (a check at level {ACCEPT_LEVEL:g} fails in 1 of "
             f"{round(1 / ACCEPT_LEVEL)} sweeps without any structure) or a drift or pattern it does not fit -- these "
             "offsets cannot tell which; more windows of the step (e.g. twice the offsets) allow a more flexible, "
             "checkable drift"
@@ -295,5 +296,5 @@ def _misfit_note(what: str, top: int, n_tried: int, p: float) -> str:
     return (
         f"the offsets show structure that neither a smooth drift nor {what} effects explain (a drift too steep "
         f"for these offsets, or a pattern of another period): even the most flexible trend that keeps them apart "
-        f"(degree {top}) misfits (largest check p = {p:.2g})"
+        f"(degree {top}) misfits (largest check {p_text(p)})"
     )

@@ -27,6 +27,7 @@ import math
 
 from phasescope.analysis.factors import design_words, reading
 from phasescope.analysis.offset_effects import MIN_CONTENTS
+from phasescope.analysis.pvalue import p_text
 
 ALPHA = 0.05
 MIN_VARYING = MIN_CONTENTS  # contents whose answers change with the offset that accuracy's tests need
@@ -234,29 +235,29 @@ def _tested(gap, ci, p, unit, fmt, m, v, dependence) -> tuple[str, str]:
     detected, kind = main_period(period)
     if "period" in claims and kind == "other" and "multiple" not in claims:
         return "other period", (
-            f"a period-{detected} pattern (p = {period['p_value']:.2g}), not a step-phase effect at step "
-            f"{step}; the step's phases differ by {gap_span} (p = {p:.2g})"
+            f"a period-{detected} pattern ({p_text(period['p_value'])}), not a step-phase effect at step "
+            f"{step}; the step's phases differ by {gap_span} ({p_text(p)})"
         )
     if "gap" in claims:
-        text = f"phase effect {gap_span} at step {step} (p = {p:.2g}); worst phase {v['worst_phase']}, best phase "
+        text = f"phase effect {gap_span} at step {step} ({p_text(p)}); worst phase {v['worst_phase']}, best phase "
         text += f"{v['best_phase']} ({v['phase_basis']}); {_period_words(period, v)}"
         return "effect", text + (f"; {v['raw_note']}" if v.get("raw_note") else "")
     if "period" in claims or "multiple" in claims:
         words = _period_words(period, v)  # "period 8 (a multiple of the step: ...)" or "period 4"
         named, _, detail = words.partition(" (")
-        detail = f"({detail}" if detail else f"(p = {period['p_value']:.2g})"
+        detail = f"({detail}" if detail else f"({p_text(period['p_value'])})"
         return "period", (
             f"a {named.replace('period ', 'period-')} pattern over offsets at step {step} {detail}, though the "
-            f"phase gap alone is not significant: {gap_span} (p = {p:.2g}{_unclaimed(v, 'gap')})"
+            f"phase gap alone is not significant: {gap_span} ({p_text(p)}{_unclaimed(v, 'gap')})"
         )
     if "dependence" in claims:
         return "content-specific", (
-            f"no shared phase effect at step {step} (gap {gap_span}, p = {p:.2g}{_unclaimed(v, 'gap')}), but each "
+            f"no shared phase effect at step {step} (gap {gap_span}, {p_text(p)}{_unclaimed(v, 'gap')}), but each "
             f"content depends on the phase by {dependence['rms_pp']:.1f} pp [{dependence['ci_pp'][0]:.1f}, "
-            f"{dependence['ci_pp'][1]:.1f}] (p = {dependence['p_value']:.2g}), not on the same phase"
+            f"{dependence['ci_pp'][1]:.1f}] ({p_text(dependence['p_value'])}), not on the same phase"
         )
     return "no effect", (
-        f"no detectable phase effect at step {step}: gap {gap_span} (p = {p:.2g}{_unclaimed(v, 'gap')}); an effect "
+        f"no detectable phase effect at step {step}: gap {gap_span} ({p_text(p)}{_unclaimed(v, 'gap')}); an effect "
         f"above {ci[1]:{fmt}} {unit} is unlikely"
     )
 
@@ -308,7 +309,7 @@ def _period_words(period: dict, v: dict) -> str:
         tried = len(period.get("multiples_tried") or []) or 1
         return (
             f"period {period['detected']} (a multiple of the step: a pattern every {period['detected']} tokens "
-            f"beyond the step's phases, p = {period['multiple_p']:.2g}, {period['multiple_test_p']:.2g} over the "
+            f"beyond the step's phases, {p_text(period['multiple_p'])}, {period['multiple_test_p']:.2g} over the "
             f"{tried} multiple{'s' if tried > 1 else ''} tried; the step's phases inside it, p = "
             f"{period['step_component_p']:.2g})"
         )

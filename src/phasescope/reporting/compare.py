@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from phasescope.analysis.pvalue import p_cell, p_text
 from phasescope.errors import InputError
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number, page_head
@@ -93,7 +94,7 @@ def period_cell(metrics: Metrics) -> str:
     if period.p_value is None:
         return "not tested"
     other = " (not the step)" if period.kind == "other" else ""
-    return f"{period.detected or 'none'}{other} (p = {period.p_value:.2g})"
+    return f"{period.detected or 'none'}{other} ({p_text(period.p_value)})"
 
 
 def comparison_table(runs: list[ComparedRun], compact: bool = False) -> tuple[list[str], list[list[str]]]:
@@ -114,7 +115,7 @@ def comparison_table(runs: list[ComparedRun], compact: bool = False) -> tuple[li
             "gap pp [95%]",
             *(number(m.gap_pp, ".1f", missing="withheld") + _interval(m.gap_ci_pp, compact) for m in ms),
         ],
-        ["gap p", *(number(m.gap_p_value, ".2g") for m in ms)],
+        ["gap p", *(p_cell(m.gap_p_value) for m in ms)],
         ["period", *(period_cell(m) for m in ms)],
     ]
     return head, rows
@@ -193,7 +194,7 @@ def forest_rows(runs: list[ComparedRun]) -> list[tuple[str, float | None, list[f
     rows = []
     for run in runs:
         gap, ci, p = run.metrics.gap_pp, run.metrics.gap_ci_pp, run.metrics.gap_p_value
-        label = run.label + (f" (p = {p:.2g})" if p is not None else "")
+        label = run.label + (f" ({p_text(p)})" if p is not None else "")
         if _bounded(run.metrics):  # a gap of 0 at the ceiling is no evidence of no effect
             label += f" ({run.metrics.verdict.kind}: cannot move)"
         elif gap is not None and ci is None:  # too few contents: the dot stands alone, the label says why

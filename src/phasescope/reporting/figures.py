@@ -38,6 +38,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from phasescope.analysis.pvalue import p_text
 from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
 from phasescope.rundir.files import atomic_write_bytes, refuse_link  # noqa: E402
 from phasescope.rundir.metrics import Metrics  # noqa: E402
@@ -215,7 +216,7 @@ def periodogram(metrics: Metrics, path: Path) -> None:
     ax.set_xlabel("candidate period P")
     ax.set_ylabel("variance explained by d mod P\n(drift removed)")
     p_value = metrics.period.p_value
-    ax.set_title(f"periodogram (period test p = {p_value:.2g})" if p_value is not None else "periodogram", fontsize=9)
+    ax.set_title(f"periodogram (period test {p_text(p_value)})" if p_value is not None else "periodogram", fontsize=9)
     ax.set_ylim(0, max(1e-9, *explained.values(), *null.values()) * 1.1)  # a share: never below 0
     caption = _multiples_caption(explained, detected)
     _read_me(ax, (caption + " " if caption else "") + READ_PERIODOGRAM, 75)

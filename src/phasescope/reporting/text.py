@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from phasescope.analysis.pvalue import p_text
 from phasescope.rundir.metrics import Metrics
 
 
@@ -45,7 +46,7 @@ def gap_line(metrics: Metrics) -> str:
         text += f", bias-corrected; plug-in max-min {m.gap_plugin_pp:.1f} pp"
     text += f"; raw max-min {raw:.1f} pp)" if raw is not None else ")"
     if m.gap_p_value is not None:
-        text += f", p = {m.gap_p_value:.2g}; homogeneity p = {m.homogeneity_p_value:.2g}"
+        text += f", {p_text(m.gap_p_value)}; homogeneity {p_text(m.homogeneity_p_value)}"
     if m.inference_note:
         text += f" ({m.inference_note})"
     return text
@@ -55,7 +56,7 @@ def gap_title(metrics: Metrics) -> str:
     """Short form for figure titles."""
     if metrics.gap_pp is None:
         return "drift-adjusted phase gap withheld"
-    p = f", p = {metrics.gap_p_value:.2g}" if metrics.gap_p_value is not None else ""
+    p = f", {p_text(metrics.gap_p_value)}" if metrics.gap_p_value is not None else ""
     return f"drift-adjusted phase gap {metrics.gap_pp:.1f} pp{interval(metrics.gap_ci_pp)}{p}"
 
 
@@ -64,7 +65,7 @@ def period_line(metrics: Metrics) -> str:
     period = metrics.period
     if period.p_value is None:
         return f"period: not tested ({period.note or 'no data'})"
-    p = f"p = {period.p_value:.2g}"
+    p = f"{p_text(period.p_value)}"
     if period.kind == "other":
         return f"a period-{period.detected} pattern ({p}), not a step-phase effect (step {metrics.step})"
     if period.kind == "multiple":
@@ -83,7 +84,7 @@ def dependence_line(metrics: Metrics) -> str | None:
         return None
     if d.get("rms_pp") is None:
         return f"phase dependence per content: not estimable ({d['note']})"
-    p = f"p = {d['p_value']:.2g}; " if d.get("p_value") is not None else ""
+    p = f"{p_text(d['p_value'])}; " if d.get("p_value") is not None else ""
     text = (
         f"phase dependence per content {d['rms_pp']:.1f} pp{interval(d.get('ci_pp'))} ({p}shared by all contents "
         f"{d['average_rms_pp']:.1f} pp): root mean square of each content's own phase effects, drift removed"
@@ -108,7 +109,7 @@ def window_line(metrics: Metrics) -> str | None:
         return f"same-window vs split-window: {w['note']}"
     text = f"same-window minus split-window at equal value phase {w['same_minus_split_pp']:+.1f} pp"
     text += interval(w.get("ci_pp"))
-    text += f" (p = {w['p_value']:.2g})" if w.get("p_value") is not None else f" ({w.get('note', '')})"
+    text += f" ({p_text(w['p_value'])})" if w.get("p_value") is not None else f" ({w.get('note', '')})"
     return text + f", format-adjusted; phases compared: {w['discordant_phases']}"
 
 
@@ -125,7 +126,7 @@ def factor_line(metrics: Metrics) -> str | None:
     for t in f["tests"]:
         name = " or ".join(FACTOR_WORDS[m] for m in t["members"])
         where = ", between contents" if t["kind"] == "between" else ""
-        p = f"p = {t['p_value']:.2g}" if t.get("p_value") is not None else (t.get("note") or "not tested")
+        p = f"{p_text(t['p_value'])}" if t.get("p_value") is not None else (t.get("note") or "not tested")
         size = f"{t['range_pp']:.1f} pp" if t.get("range_pp") is not None else "-"
         if t.get("range_ci_pp"):
             size += " [{:.1f}, {:.1f}]".format(*t["range_ci_pp"])
