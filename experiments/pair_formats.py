@@ -22,7 +22,7 @@ from phasescope.probes.base import ProbeError
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "sweeps.md"
-EXAMPLES = {"words": " apple: house\n", "numbers": " 482913: 771204\n", "codes": " k7f2-9xq3: m2d8-a0pz\n"}
+EXAMPLES = {"pieces": " apple: house\n", "numbers": " 482913: 771204\n", "codes": " k7f2-9xq3: m2d8-a0pz\n"}
 
 
 def row(tok, name: str, fmt: str, context: int) -> list[str]:

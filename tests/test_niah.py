@@ -27,11 +27,11 @@ def reads_back(tok, ids):
     return tok.encode(tok.decode(ids)).ids == ids
 
 
-@pytest.mark.parametrize("pair_format", ["numbers", "codes", "words"])
+@pytest.mark.parametrize("pair_format", ["numbers", "codes", "pieces"])
 @pytest.mark.parametrize("design", ["shift-needle", "pad-prefix"])
 def test_context_tokens_fills_the_prompt_and_every_item_is_token_exact(pair_format, design):
     tok = _word_bpe()
-    context = 2048 if pair_format != "words" else 560  # the test tokenizer has ~150 one-token words
+    context = 2048 if pair_format != "pieces" else 560  # the test tokenizer has ~150 one-token pieces
     spec = TextKVSpec(context_tokens=context, pair_format=pair_format, design=design)
     probe = TextKVRetrievalProbe(tok, spec, min_gap=40)
     items = probe.items(OFFSETS, 3, np.random.default_rng(0))
@@ -197,6 +197,6 @@ def test_bad_context_sizes_are_refused_with_the_fix():
     with pytest.raises(ProbeError, match="raise --context-tokens"):
         probe.items(OFFSETS, 1, np.random.default_rng(0))
     with pytest.raises(ProbeError, match="--pair-format numbers, codes or auto"):
-        TextKVRetrievalProbe(tok, TextKVSpec(context_tokens=131072, pair_format="words")).items(
+        TextKVRetrievalProbe(tok, TextKVSpec(context_tokens=131072, pair_format="pieces")).items(
             OFFSETS, 1, np.random.default_rng(0)
         )

@@ -217,10 +217,34 @@ def test_text_kv_retrieval_is_token_exact_with_a_local_bpe(design):
             assert item.input_ids[item.key_pos] in item.input_ids[-6:], "the question names the needle's key"
 
 
-def test_text_kv_retrieval_needs_enough_single_token_words():
+def test_text_kv_retrieval_needs_enough_single_token_pieces():
     from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe, TextKVSpec
 
-    with pytest.raises(ProbeError, match="single-token words"):
-        TextKVRetrievalProbe(_bpe_tokenizer(), TextKVSpec(pair_format="words"))
+    with pytest.raises(ProbeError, match="single-token pieces"):
+        TextKVRetrievalProbe(_bpe_tokenizer(), TextKVSpec(pair_format="pieces"))
     auto = TextKVRetrievalProbe(_bpe_tokenizer())  # too few words: numbers
     assert auto.format.name == "numbers" and auto.spec()["pair_format_used"] == "numbers"
+
+
+def test_the_pieces_format_was_called_words_and_runs_made_under_that_name_resume(qwen3_dir, tmp_path):
+    """#46 part 10: single-token vocabulary pieces are often not words (DeepSeek-V4's 'jednine',
+    'được'), so the format is named pieces; 'words' still reads as it, and a run whose spec.json
+    says words resumes (the same draw)."""
+    import json
+
+    import phasescope
+    from phasescope.probes.kv_options import Options, TextKVSpec
+
+    assert Options(pair_format="words").pair_format == TextKVSpec(pair_format="words").pair_format == "pieces"
+    run = tmp_path / "run"
+    common = dict(step=4, samples=2, offsets=range(8), out=run)
+    first = phasescope.sweep(f"hf:{qwen3_dir}", pair_format="pieces", **common)
+    spec = json.loads((run / "spec.json").read_text())
+    assert spec["probe"]["pair_format_used"] == "pieces"
+    old = json.dumps(spec).replace('"pieces"', '"words"')  # as the release before the rename wrote it
+    (run / "spec.json").write_text(old)
+    lines = (run / "records.jsonl").read_text().splitlines()
+    (run / "records.jsonl").write_text("\n".join(lines[:5]) + "\n")
+    resumed = phasescope.sweep(f"hf:{qwen3_dir}", pair_format="words", **common)
+    assert resumed.scored == len(first.records) - 5
+    assert [r.logprob_target for r in resumed.records] == [r.logprob_target for r in first.records]

@@ -71,7 +71,7 @@ def test_a_docstring_of_equals_signs_is_not_one_token_per_sign_on_deepseek_v4():
 
 
 @pytest.mark.parametrize("design", ["shift-needle", "pad-prefix"])
-@pytest.mark.parametrize("pair_format", ["words", "numbers", "codes"])
+@pytest.mark.parametrize("pair_format", ["pieces", "numbers", "codes"])
 def test_text_kv_retrieval_is_token_exact_on_the_real_tokenizers(real, design, pair_format):
     name, tok, _ = real
     spec = TextKVSpec(design=design, pair_format=pair_format, kv_gaps=(0, 1))
@@ -105,7 +105,7 @@ def test_every_probe_runs_end_to_end_on_a_tiny_model_with_the_real_tokenizer(rea
         assert {r.phase for r in run.records} == {0, 1, 2, 3}
         assert all(r.padding is not None for r in run.records)
     spec_json = json.loads((tmp_path / "shift-needle" / "spec.json").read_text())
-    assert spec_json["probe"]["pair_format_used"] == "words" and spec_json["local"] == (128 if step is None else None)
+    assert spec_json["probe"]["pair_format_used"] == "pieces" and spec_json["local"] == (128 if step is None else None)
     task = RetrievalTask(n_keys=16, n_values=16, n_filler=8, n_pairs=8, n_queries=2, min_distance=8, seq_len=96)
     ids = phasescope.sweep(spec, task=task, context_tokens=1024, out=tmp_path / "ids", **common)
     assert len(ids.records) == 2 * len(OFFSETS) and ids.records[0].padding is None

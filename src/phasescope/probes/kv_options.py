@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from phasescope.designs import DESIGN_HELP, DESIGNS
 from phasescope.errors import ProbeError
 from phasescope.probes.options import ProbeOptions, chat_template_option, filler_option, option, parse_gaps
-from phasescope.probes.pairs import FORMATS
+from phasescope.probes.pairs import FORMATS, LEGACY
 
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
 PAIR_FORMATS = ("auto", *FORMATS)
@@ -46,8 +46,9 @@ class Options(ProbeOptions):
     )
     pair_format: str = option(
         "auto",
-        "kv-retrieval in text: words (one token each), numbers (six digits), codes (like k7f2-9xq3) or auto "
-        "(words when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
+        "kv-retrieval in text: pieces (one vocabulary piece each, ' house'; on a multilingual vocabulary often "
+        "word fragments; 'words' is its old name), numbers (six digits), codes (like k7f2-9xq3) or auto (pieces "
+        "when the tokenizer has enough, else numbers: ~16K pairs at 128K on DeepSeek-V4's tokenizer).",
         metavar="FORMAT",
     )
     filler: str | None = filler_option()
@@ -59,6 +60,11 @@ class Options(ProbeOptions):
         "where its text puts it. The statistics take either.",
         off_flag="--mixed-phase",
     )
+
+    def __post_init__(self) -> None:
+        if self.pair_format in LEGACY:  # an old name: the same format, recorded by its name now
+            object.__setattr__(self, "pair_format", LEGACY[self.pair_format])
+        super().__post_init__()
 
     def check(self) -> None:
         if self.design not in DESIGNS:

@@ -1,9 +1,9 @@
-"""``kv-retrieval`` through a tokenizer (HF and served models): the same probe in words, at
+"""``kv-retrieval`` through a tokenizer (HF and served models): the same probe in text, at
 any context length up to 128K tokens and beyond, on any byte-level BPE.
 
 Each haystack line is a key, a separator, a value and a newline; keys and values follow
-``--pair-format`` (``probes.pairs``: single-token words, six-digit numbers or UUID-like codes,
-one or several tokens each; ``auto``: words when the tokenizer has enough, else numbers). The
+``--pair-format`` (``probes.pairs``: single-token pieces, six-digit numbers or UUID-like codes,
+one or several tokens each; ``auto``: pieces when the tokenizer has enough, else numbers). The
 prompt is assembled from the ids of separately encoded lines, and nothing is ever split: the
 needle line goes *between* two haystack lines, and fillers whose token counts are measured in
 place (``probes.padding``, strict: the lines on both sides read back unchanged) make up the
@@ -28,7 +28,7 @@ content); records carry the move as ``padding.same_phase_shift``. ``--mixed-phas
 content where its text puts it (the statistics take either).
 
 Each content draws a lead of 0..F filler tokens before its first line. With lines of the same
-length (four tokens for words, eight for DeepSeek numbers) the filler next to the needle would
+length (four tokens for pieces, eight for DeepSeek numbers) the filler next to the needle would
 otherwise be fixed by the phase (f = (base + d) mod line length); with a random lead, f is
 independent of the phase across contents. Records carry the filler before the needle (or the
 pad-prefix padding) as text and tokens.
@@ -134,7 +134,7 @@ def _word(text: str) -> bool:
 
 class TextKVRetrievalProbe(Probe):
     name = "kv-retrieval"
-    summary = "kv-retrieval in words, numbers or codes, for models with a tokenizer (up to 128K tokens)"
+    summary = "kv-retrieval in vocabulary pieces, numbers or codes, for models with a tokenizer (up to 128K tokens)"
     has_keys = True
 
     def __init__(
@@ -150,7 +150,7 @@ class TextKVRetrievalProbe(Probe):
         self.params, self.bos, self.min_gap = spec or TextKVSpec(), bos_id, min_gap
         self.step, self.align = step, align
         self.lead_in = 0  # tokens a wrapper puts before the prompt (--chat-template): they count in the phase
-        self.words = self._single_token_words() if self.params.pair_format in ("words", "auto") else []
+        self.words = self._single_token_words() if self.params.pair_format in ("pieces", "auto") else []
         self.sep, self.newline = self._one_token(":"), self._one_token("\n")
         units = (self.params.filler,) if self.params.filler else FILLERS
         self.fillers = Fillers(self.encode, self.decode, units)
@@ -182,12 +182,12 @@ class TextKVRetrievalProbe(Probe):
         return ids[0]
 
     def _format(self, n_pairs: int | None) -> PairFormat:
-        """The pair format asked for; ``auto``: words when the tokenizer has enough single-token
-        words for ``n_pairs`` (None: a context of ``context_tokens``), else numbers."""
+        """The pair format asked for; ``auto``: pieces when the tokenizer has enough single-token
+        pieces for ``n_pairs`` (None: a context of ``context_tokens``), else numbers."""
         name = self.params.pair_format
         if name == "auto":
             needed = n_pairs if n_pairs is not None else self.params.context_tokens // LINE
-            name = "words" if len(self.words) >= needed + self.params.n_distractors + 1 else "numbers"
+            name = "pieces" if len(self.words) >= needed + self.params.n_distractors + 1 else "numbers"
         return PairFormat(name, self.tokenizer, self.words)
 
     def _single_token_words(self) -> list[int]:
@@ -215,12 +215,12 @@ class TextKVRetrievalProbe(Probe):
 
     def _check_pairs(self, n_pairs: int) -> None:
         words = len(self.format.words)
-        if self.format.name == "words" and words < n_pairs + self.params.n_distractors + 1:
+        if self.format.name == "pieces" and words < n_pairs + self.params.n_distractors + 1:
             raise ProbeError(
-                f"the tokenizer has only {words} single-token words; {n_pairs} distinct keys and "
+                f"the tokenizer has only {words} single-token pieces; {n_pairs} distinct keys and "
                 f"{self.params.n_distractors + 1} distinct values are needed (the haystack needs {n_pairs} pairs to "
                 "put the needle beyond the model's raw window); use --pair-format numbers, codes or auto, a "
-                "tokenizer with more words, or a lower --depth"
+                "tokenizer with more pieces, or a lower --depth"
             )
 
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:

@@ -4,9 +4,12 @@ The study's exact pair format is not published; these three cover the usual need
 haystack styles and work with any tokenizer, because keys and values are encoded as the
 tokenizer wants (one or several tokens) and every length is taken from the ids, never assumed:
 
-* ``words``: key and value are each one word the tokenizer encodes as a single token
-  (`` apple: house``). Keys are distinct, so the haystack holds at most as many pairs as the
-  tokenizer has such words (a few thousand to tens of thousands in LLM vocabularies).
+* ``pieces``: key and value are each one vocabulary piece: a space and 3+ lowercase letters that
+  the tokenizer encodes as that single token (`` apple: house``). On an English vocabulary these
+  are mostly words; on a multilingual one (DeepSeek-V4's) many are fragments (`` jedn``,
+  `` được``), hence the name. Keys are distinct, so the haystack holds at most as many pairs as
+  the tokenizer has such pieces (tens of thousands in LLM vocabularies). ``words`` is the old
+  name of the same format (``LEGACY``), still read: runs made with it resume.
 * ``numbers``: six-digit numbers (`` 482913: 771204``); 900,000 distinct keys, 1-6 tokens each
   depending on how the tokenizer splits digits.
 * ``codes``: UUID-like codes of two 4-character groups (`` k7f2-9xq3: m2d8-a0pz``); the most
@@ -23,8 +26,10 @@ import string
 import numpy as np
 
 from phasescope.probes.base import ProbeError
+from phasescope.rundir import RENAMED_VALUES
 
-FORMATS = ("words", "numbers", "codes")
+FORMATS = ("pieces", "numbers", "codes")
+LEGACY = RENAMED_VALUES["pair_format"]  # an earlier name -> the format's name now (the same draw)
 CODE_ALPHABET = np.array(list(string.ascii_lowercase + string.digits))
 
 
@@ -45,15 +50,16 @@ def encode_many_fast(tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 class PairFormat:
-    """Draws (key ids, value ids) pairs; ``words`` needs the tokenizer's single-token words."""
+    """Draws (key ids, value ids) pairs; ``pieces`` needs the tokenizer's single-token pieces (``words``)."""
 
     def __init__(self, name: str, tokenizer, words: list[int] | None = None):
+        name = LEGACY.get(name, name)
         if name not in FORMATS:
             raise ProbeError(f"pair format {name!r} is invalid; allowed: {' | '.join(FORMATS)}")
         self.name, self.tokenizer, self.words = name, tokenizer, words or []
 
     def max_pairs(self) -> int:
-        return {"words": len(self.words) - 1, "numbers": 900_000, "codes": 36**8}[self.name]
+        return {"pieces": len(self.words) - 1, "numbers": 900_000, "codes": 36**8}[self.name]
 
     def draw(self, n: int, rng: np.random.Generator) -> tuple[list[list[int]], list[list[int]]]:
         """``n`` distinct keys and ``n`` values (with replacement), as token ids."""
@@ -62,7 +68,7 @@ class PairFormat:
                 f"{n} pairs need {n} distinct keys but the {self.name} format has {self.max_pairs()} with this "
                 "tokenizer; use --pair-format numbers or codes, or a shorter --context-tokens"
             )
-        if self.name == "words":
+        if self.name == "pieces":
             keys = [int(x) for x in rng.choice(self.words, size=n, replace=False)]
             taken = set(keys)
             pool = [w for w in self.words if w not in taken] or self.words

@@ -278,6 +278,9 @@ LEGACY_PROBE_DEFAULTS = {
     "same_phase": True,
 }
 LEGACY_BACKEND_KEYS = ("dtype", "compress", "tokenizer")
+# values renamed since (the same behaviour under its new name): the text probe's "words" pair format
+# is "pieces" (single-token vocabulary pieces, which on a multilingual vocabulary are often not words)
+RENAMED_VALUES = {"pair_format": {"words": "pieces"}, "pair_format_used": {"words": "pieces"}}
 
 
 def upgrade_spec(
@@ -293,9 +296,15 @@ def upgrade_spec(
     dropped, and so is a model option the backend does not have (it did not act: a phasescope
     model refused --compress, a served one ignored --dtype). So adding an option never stops an
     old run from resuming. ``probe_spec``: the probe's own description (spec.json's top-level
-    ``probe``, ``Probe.spec_defaults``) at its defaults, filled in where the saved one lacks a key."""
+    ``probe``, ``Probe.spec_defaults``) at its defaults, filled in where the saved one lacks a key. A
+    value renamed since (``RENAMED_VALUES``) reads as its name now."""
     saved = json.loads(json.dumps(saved))
     top = saved.get("probe") if isinstance(saved.get("probe"), dict) else {}
+    sweep_probe = saved.get("sweep", {}).get("probe") if isinstance(saved.get("sweep"), dict) else None
+    for section in (top, sweep_probe if isinstance(sweep_probe, dict) else {}):
+        for key, renamed in RENAMED_VALUES.items():
+            if isinstance(section.get(key), str) and section[key] in renamed:
+                section[key] = renamed[section[key]]
     text_probe = str(top.get("probe", "")).endswith("(text)")
     if text_probe and "same_phase" not in top:
         top["same_phase"] = False  # before --same-phase the text probe did not align contents
