@@ -118,3 +118,23 @@ def _some_metrics() -> dict:
         for c in range(6) for d in range(8) for right in [bool(rng.random() < 0.7)]
     ]  # fmt: skip
     return analyze_records(records, n_resamples=100)
+
+
+def test_a_probes_own_contents_are_read_once_as_typed_values(tmp_path):
+    """#45 item 1: spec.json's probe.contents (the code probe's and prompts' own) are parsed once
+    into SavedSweep.contents, which the candidate table's answer texts are read from; a
+    description that lists something else gives none, instead of each reader guarding it."""
+    import json
+
+    from phasescope.analysis.candidates import with_answers
+    from phasescope.rundir import RunDir
+    from phasescope.rundir.saved import SavedContent
+
+    contents = [{"candidates": {"right": "8", "wrong": "32"}, "pad_unit": "="}] * 2
+    (tmp_path / "spec.json").write_text(json.dumps({"schema": 2, "probe": {"probe": "code", "contents": contents}}))
+    saved = RunDir(tmp_path).read_sweep()
+    assert saved.contents == (SavedContent({"right": "8", "wrong": "32"}, "="),) * 2
+    table = with_answers({"candidates": ["right", "wrong"]}, saved.contents)
+    assert table["answers"] == {"right": "8", "wrong": "32"} and table["pad_unit"] == "="
+    (tmp_path / "spec.json").write_text(json.dumps({"schema": 2, "probe": {"probe": "code", "contents": "x"}}))
+    assert RunDir(tmp_path).read_sweep().contents == ()

@@ -57,7 +57,7 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
     metrics = analyze_records(found.records, seed=spec.seed, n_resamples=n_resamples)
     from phasescope.analysis.candidates import with_answers
 
-    metrics["candidate_probabilities"] = with_answers(metrics["candidate_probabilities"], spec.probe)
+    metrics["candidate_probabilities"] = with_answers(metrics["candidate_probabilities"], spec.contents)
     from phasescope.analysis.task_metrics import task_metrics
 
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase

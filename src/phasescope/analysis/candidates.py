@@ -76,18 +76,18 @@ def candidate_probabilities(r: RecordArrays, level: float = 0.95) -> dict | None
     return {"candidates": names, "method": METHOD, "note": "; ".join(notes) or None, "phases": rows}
 
 
-def with_answers(table: dict | None, probe: dict) -> dict | None:
+def with_answers(table: dict | None, contents) -> dict | None:
     """``table`` with each candidate's answer text (``answers``: the code probe's '8' and '32')
-    and the pad unit, where every content of the probe (spec.json's ``probe.contents``) gives
-    the same; a candidate whose text differs between contents keeps its name only."""
-    contents = probe.get("contents") if isinstance(probe, dict) else None
-    if not table or not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents) or not contents:
+    and the pad unit, where every content of the probe (``SavedSweep.contents``, spec.json's
+    ``probe.contents`` read once) gives the same; a candidate whose text differs between
+    contents keeps its name only."""
+    if not table or not contents:
         return table
     answers = {}
     for name in table["candidates"]:
-        texts = {(c.get("candidates") or {}).get(name) for c in contents}
+        texts = {c.candidates.get(name) for c in contents}
         if len(texts) == 1 and isinstance(text := next(iter(texts)), str):
             answers[name] = text
-    units = {c.get("pad_unit") for c in contents}
-    unit = next(iter(units)) if len(units) == 1 and isinstance(next(iter(units)), str) else None
+    units = {c.pad_unit for c in contents}
+    unit = next(iter(units)) if len(units) == 1 else None
     return table | {"answers": answers or None, "pad_unit": unit}

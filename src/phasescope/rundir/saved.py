@@ -20,6 +20,30 @@ def _is_int(value) -> bool:
 
 
 @dataclass(frozen=True)
+class SavedContent:
+    """A content as a probe describes it in spec.json (``probe.contents``: the code probe's and
+    prompts' own): its candidates' answer texts by name and the padding unit."""
+
+    candidates: dict[str, str]
+    pad_unit: str | None = None
+
+
+def _contents(probe: dict) -> tuple[SavedContent, ...]:
+    """``probe.contents`` read once; () when the probe lists none or lists something else (a
+    description by hand: nothing is taken from it)."""
+    contents = probe.get("contents")
+    if not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents):
+        return ()
+    out = []
+    for c in contents:
+        candidates = c.get("candidates") if isinstance(c.get("candidates"), dict) else {}
+        unit = c.get("pad_unit")
+        texts = {str(name): text for name, text in candidates.items() if isinstance(text, str)}
+        out.append(SavedContent(texts, unit if isinstance(unit, str) else None))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class SavedSweep:
     path: str  # spec.json, for messages
     seed: int = 0  # the analysis' bootstrap seed (the sweep's)
@@ -30,6 +54,7 @@ class SavedSweep:
     samples: int | None = None
     model: str | None = None  # how the sweep named its model
     probe: dict = field(default_factory=dict)  # the probe's description (``Probe.spec``)
+    contents: tuple[SavedContent, ...] = ()  # the probe's contents, where it lists them (``probe.contents``)
     raw: dict = field(default_factory=dict)  # every field as saved (reports show them all)
 
     @classmethod
@@ -59,6 +84,7 @@ class SavedSweep:
             offsets=offsets,
             model=None if model is None else str(model),
             probe=probe if isinstance(probe, dict) else {},
+            contents=_contents(probe) if isinstance(probe, dict) else (),
             raw=data,
         )
 
