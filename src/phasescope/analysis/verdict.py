@@ -27,7 +27,7 @@ import math
 
 from phasescope.analysis.factors import design_words, reading
 from phasescope.analysis.offset_effects import MIN_CONTENTS
-from phasescope.analysis.pvalue import p_text
+from phasescope.analysis.pvalue import p_cell, p_text
 
 ALPHA = 0.05
 MIN_VARYING = MIN_CONTENTS  # contents whose answers change with the offset that accuracy's tests need
@@ -267,7 +267,7 @@ def _unclaimed(v: dict, test: str) -> str:
     adjusted = v["adjusted_p"].get(test)
     if adjusted is None or adjusted < ALPHA or v["p_value"] is None or v["p_value"] >= ALPHA:
         return ""
-    return f"; {adjusted:.2g} once the verdict's {len(v['adjusted_p'])} tests share alpha (Holm)"
+    return f"; {p_cell(adjusted)} once the verdict's {len(v['adjusted_p'])} tests share alpha (Holm)"
 
 
 def _extremes(v: dict, adjusted: dict, raw: dict, what: str, fmt: str, unit: str) -> None:
@@ -309,9 +309,9 @@ def _period_words(period: dict, v: dict) -> str:
         tried = len(period.get("multiples_tried") or []) or 1
         return (
             f"period {period['detected']} (a multiple of the step: a pattern every {period['detected']} tokens "
-            f"beyond the step's phases, {p_text(period['multiple_p'])}, {period['multiple_test_p']:.2g} over the "
-            f"{tried} multiple{'s' if tried > 1 else ''} tried; the step's phases inside it, p = "
-            f"{period['step_component_p']:.2g})"
+            f"beyond the step's phases, {p_text(period['multiple_p'])}, {p_cell(period['multiple_test_p'])} over the "
+            f"{tried} multiple{'s' if tried > 1 else ''} tried; the step's phases inside it, "
+            f"{p_text(period['step_component_p'])})"
         )
     if period.get("p_value") is None:
         return "period not tested"

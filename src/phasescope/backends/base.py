@@ -149,5 +149,15 @@ def result(item: ProbeItem, scores: dict, answer: list[int]) -> dict:
                 f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
                 f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
             )
-    greedy = answer == list(item.candidates[item.target])
-    return {"greedy": greedy, "logprob_target": scores[item.target], "logprobs": scores, "answer_ids": answer}
+    return {
+        "greedy": reproduces(item, answer),
+        "logprob_target": scores[item.target],
+        "logprobs": scores,
+        "answer_ids": answer,
+    }
+
+
+def reproduces(item: ProbeItem, answer: list[int]) -> bool:
+    """Whether ``answer`` is the target's tokens, every one: greedy decoding got it right (an
+    answer that stops early, or one cut at its first wrong token, did not)."""
+    return answer == list(item.candidates[item.target])

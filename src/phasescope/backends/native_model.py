@@ -20,6 +20,7 @@ from phasescope.errors import InputError
 from phasescope.kv.cache import KVCache
 from phasescope.model.decoder import Decoder
 from phasescope.model.load import load_model_dir
+from phasescope.options import behaviour
 from phasescope.rundir.files import read_json
 from phasescope.specs import ModelGeometry
 
@@ -104,7 +105,5 @@ def load_native(path: str | Path, options: BackendOptions) -> LogitsBackend:
     path = Path(path)
     model = load_model_dir(path)
     task = read_task(path)
-    from phasescope.options import behaviour
-
     fingerprint = fingerprint_files([path / "model.safetensors"]) + behaviour(options)
     return from_decoder(model, fingerprint, task, f"phasescope model {path}", options=options)

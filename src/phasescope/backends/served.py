@@ -37,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from phasescope.backends.base import Backend, ModelInfo, greedy_along, load_tokenizer, result
+from phasescope.backends.base import Backend, ModelInfo, greedy_along, load_tokenizer, reproduces, result
 from phasescope.backends.options import BackendOptions, model_option, tokenizer_option
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
@@ -176,7 +176,7 @@ class ServedModel(Backend):
         return [
             r
             | {
-                "greedy": answer == list(item.candidates[item.target]),  # a stop before its length is wrong
+                "greedy": reproduces(item, answer),  # a stop before the target's length is wrong
                 "answer_ids": answer,
                 "answer_from": "generation",
                 "request_lengths": sorted({*r["request_lengths"], len(item.input_ids)}),
@@ -240,7 +240,7 @@ class ServedModel(Backend):
                 scored["logprob_target"] = logprob
                 if argmaxes is not None:
                     scored["answer_ids"] = greedy_along(argmaxes, tokens)
-                    scored["greedy"] = scored["answer_ids"] == list(tokens)
+                    scored["greedy"] = reproduces(item, scored["answer_ids"])
         return [results[id(item)] for item in items]
 
     def _item_fast(self, item: ProbeItem) -> dict:

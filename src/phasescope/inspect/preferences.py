@@ -261,6 +261,7 @@ def load_for_preferences(model: str, options=None):
     ``options``: the backend's (``run.settings.model_options``; None: its defaults). The slot weights
     are read in float32 on the CPU, so a dtype or device off those is refused, not ignored."""
     from phasescope.errors import InputError
+    from phasescope.options import drop
 
     if options is not None:
         moved = [
@@ -269,10 +270,8 @@ def load_for_preferences(model: str, options=None):
             if getattr(options, name, kept) != kept
         ]
         if moved:
-            raise InputError(
-                f"{', '.join(moved)}: preferences reads the slot weights in float32 on the CPU; drop "
-                + ("them" if len(moved) > 1 else "it")
-            )
+            flags = ", ".join(moved)
+            raise InputError(f"{flags}: preferences reads the slot weights in float32 on the CPU; {drop(flags)}")
     if not model.startswith("hf:"):
         from phasescope.model.load import load_model_dir
 

@@ -65,7 +65,7 @@ def period_line(metrics: Metrics) -> str:
     period = metrics.period
     if period.p_value is None:
         return f"period: not tested ({period.note or 'no data'})"
-    p = f"{p_text(period.p_value)}"
+    p = p_text(period.p_value)
     if period.kind == "other":
         return f"a period-{period.detected} pattern ({p}), not a step-phase effect (step {metrics.step})"
     if period.kind == "multiple":
@@ -126,7 +126,7 @@ def factor_line(metrics: Metrics) -> str | None:
     for t in f["tests"]:
         name = " or ".join(FACTOR_WORDS[m] for m in t["members"])
         where = ", between contents" if t["kind"] == "between" else ""
-        p = f"{p_text(t['p_value'])}" if t.get("p_value") is not None else (t.get("note") or "not tested")
+        p = p_text(t["p_value"]) if t.get("p_value") is not None else (t.get("note") or "not tested")
         size = f"{t['range_pp']:.1f} pp" if t.get("range_pp") is not None else "-"
         if t.get("range_ci_pp"):
             size += " [{:.1f}, {:.1f}]".format(*t["range_ci_pp"])

@@ -242,13 +242,13 @@ def _kept(done: dict, total: int, out) -> str:
 
 def _score_batches(model: Backend, geometry: Geometry, chunks, done: dict, out, bar, log) -> int:
     scored = 0
+    decode = getattr(model.info.tokenizer, "decode", None)  # answers and targets as text
     for chunk in chunks:
         for batch in model.batches(chunk):
             if all(item_key(it) in done for it in batch):
                 continue
             results = model.score(batch)
             step, align, window = geometry.step, geometry.align, geometry.window
-            decode = getattr(model.info.tokenizer, "decode", None)
             records = [record_for(it, r, step, align, window, decode) for it, r in zip(batch, results, strict=True)]
             if any(it.generate is not None or it.grade is not None for it in batch):
                 grade_records(model, batch, records)  # generation tasks, a probe's own metric (lm-eval)
