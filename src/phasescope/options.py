@@ -10,7 +10,7 @@ A new option is one field in its owner's ``Options``; nothing else names it.
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 
 
@@ -119,6 +119,11 @@ class Options:
             elif value is not None:
                 args += [flag(f.name), as_text(value)]
         return args
+
+    def measured(self) -> Options:
+        """These options with every unmeasured one (a device, a timeout) at its default: what a
+        resume compares (``specs.SweepIdentity``)."""
+        return replace(self, **{f.name: f.default for f in fields(self) if not f.metadata.get("measured", True)})
 
     def to_json(self) -> dict:
         """The measured options (what spec.json records and a resume must match)."""

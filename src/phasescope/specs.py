@@ -189,6 +189,58 @@ class SweepSpec:
         }
 
 
+IDENTITY_KEYS = ("samples", "step", "align", "window", "local", "batch_size")  # spec.json's, beside "sweep"
+
+
+@dataclass(frozen=True)
+class SweepIdentity:
+    """What decides whether a run directory's records are this sweep's (``RunDir.open_for_sweep``):
+    the typed sweep at its measured options, without the path its model was reached by (the
+    weights fingerprint decides which model), the contents it scores, the geometry its phases are
+    counted with, and the batch size (which prompts share a forward pass). spec.json's top-level
+    ``probe`` (``Probe.spec``) only describes the probe; the prompts themselves are checked by the
+    records' digests."""
+
+    sweep: SweepSpec
+    samples: int
+    step: int
+    align: int
+    window: int
+    local: int | None
+    batch_size: int
+
+    @classmethod
+    def of(cls, spec: SweepSpec, samples: int, geometry: Geometry, batch_size: int) -> SweepIdentity:
+        probe = replace(spec.probe, options=spec.probe.options.measured()) if spec.probe.options else spec.probe
+        backend = spec.backend.measured() if spec.backend is not None else None
+        sweep = replace(spec, model="", probe=probe, backend=backend)
+        return cls(sweep, samples, geometry.step, geometry.align, geometry.window, geometry.local, batch_size)
+
+    @classmethod
+    def from_json(cls, data: dict, probe_options: type, backend_options: type) -> SweepIdentity:
+        """``to_json``'s layout read back with the probe's and the backend's ``Options`` (an option
+        they do not declare, or a value they refuse, raises: the identities cannot be equal)."""
+        sweep = data["sweep"]
+        probe = dict(sweep["probe"])
+        name = probe.pop("name")
+        spec = SweepSpec(
+            "",
+            ProbeSpec(name, probe_options(**probe)),
+            GeometryOverrides(**sweep["geometry"]),
+            offsets=sweep["offsets"],
+            samples=sweep["samples"],
+            seed=sweep["seed"],
+            remedies=Remedies(**sweep["remedies"]),
+            backend=backend_options(**sweep["backend"]),
+        )
+        return cls(spec, *(data[k] for k in IDENTITY_KEYS))
+
+    def to_json(self) -> dict:
+        sweep = self.sweep.to_json()
+        del sweep["model"]
+        return {"sweep": sweep} | {k: getattr(self, k) for k in IDENTITY_KEYS}
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a sweep runs; none of it changes a number (a resumed run equals an uninterrupted one)."""

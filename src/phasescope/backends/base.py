@@ -12,6 +12,8 @@ multiple choice).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +89,14 @@ class Backend:
 
 def item_key(item: ProbeItem) -> tuple:
     return (item.content_id, item.offset, item.variant)
+
+
+def prompt_digest(item: ProbeItem) -> str:
+    """What a record was scored on: the prompt ids, every candidate's ids and the target, as 16 hex
+    digits of a sha256. A resume keeps a record only when its digest is the one this sweep builds
+    (``RunDir.open_for_sweep``); two runs are compared record by record on it (``compare --paired``)."""
+    text = json.dumps([item.input_ids, sorted(item.candidates.items()), item.target], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def by_offset(items: list[ProbeItem]) -> list[ProbeItem]:

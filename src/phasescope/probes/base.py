@@ -8,9 +8,8 @@ check their own token exactness and raise ``ProbeError`` before any scoring star
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -143,14 +142,6 @@ class Probe:
     def spec(self) -> dict:
         """JSON-able description of the probe's parameters (for spec.json)."""
         raise NotImplementedError
-
-    def spec_defaults(self) -> dict:
-        """``spec()``'s parameters at their declared defaults (the ``params`` dataclass's): a key an
-        older spec.json lacks is a parameter added since, and reads as its default on resume."""
-        params = getattr(self, "params", None)
-        if params is None or not is_dataclass(params):
-            return {}
-        return json.loads(json.dumps(asdict(type(params)())))
 
     def default_samples(self) -> int:
         """Content samples when the caller does not say (a probe with a fixed set: all of them)."""

@@ -40,9 +40,6 @@ class ChatTemplated(Probe):
     def spec(self) -> dict:
         return {**self.inner.spec(), "chat_template": {"prefix_ids": self.prefix, "suffix_ids": self.suffix}}
 
-    def spec_defaults(self) -> dict:
-        return self.inner.spec_defaults()
-
     def default_samples(self) -> int:
         return self.inner.default_samples()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from phasescope.backends.base import Backend, item_key
+from phasescope.backends.base import Backend, item_key, prompt_digest
 from phasescope.limits import PROMPT_TOKEN_BYTES, refuse_beyond_memory
 from phasescope.probes.base import ProbeError, ProbeItem, check_needle_placement
 from phasescope.specs import Geometry, offsets_text
@@ -42,7 +42,7 @@ class SweepChecks:
         self.step, self.align, self.vocab_size, self.max_len = geometry.step, geometry.align, vocab_size, max_len
         self.local, self.window = geometry.local, geometry.window
         self.seen: dict[int, set] = {p: set() for p in range(self.step)}
-        self.keys: set = set()
+        self.keys: dict[tuple, str] = {}  # planned record key -> its prompt's digest (what a resume keeps)
         self.single = True
         self.longest = 0
         self.prompt_tokens = self.candidate_tokens = self.n_candidates = 0
@@ -52,7 +52,7 @@ class SweepChecks:
         check_needle_placement(items, self.local, self.window)
         for item in items:
             self.seen[(item.anchor_pos - self.align) % self.step].add(item.offset)
-            self.keys.add(item_key(item))
+            self.keys[item_key(item)] = prompt_digest(item)
             empty = [name for name, tokens in item.candidates.items() if not tokens]
             if empty or not item.input_ids:
                 what = f"candidate {empty[0]!r}" if empty else "its prompt"

@@ -14,15 +14,13 @@ composition, so its numbers equal an uninterrupted run's.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from phasescope.backends.base import Backend, ScoringPlan, item_key
+from phasescope.backends.base import Backend, ScoringPlan, item_key, prompt_digest
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, judge
 from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
@@ -31,7 +29,7 @@ from phasescope.run.progress import checking_bar, scoring_bar
 from phasescope.run.samples import sample_logger
 from phasescope.rundir import RunDir, RunLock
 from phasescope.rundir.records import Record, same_window
-from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepSpec
+from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepIdentity, SweepSpec
 
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
 
@@ -78,13 +76,6 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
     )
 
 
-def prompt_digest(item: ProbeItem) -> str:
-    """What two runs must share to be compared record by record (``compare --paired``): the prompt
-    ids, every candidate's ids and the target, as 16 hex digits of a sha256."""
-    text = json.dumps([item.input_ids, sorted(item.candidates.items()), item.target], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def default_batch_size(longest: int) -> int:
     """Sequences per forward pass when the user does not say: 16, fewer for long prompts so a
     pass reads about TOKENS_PER_BATCH tokens (one sequence at a time from 32K tokens on)."""
@@ -124,6 +115,7 @@ def run_sweep(
         timing = _dry_run_timing(model, checks, lambda: _chunks(stream(), batch_size))
         return SweepResult(None, [], 0, extra | checks.plan(model) | timing, geometry)
     saved = spec_json(spec, probe, samples, geometry, batch_size, model.info.description)
+    identity = SweepIdentity.of(spec, samples, geometry, batch_size)
     out = Path(run.out) if run.out is not None else None
     if run.resume and out is not None and not (RunDir(out).spec.exists() or RunDir(out).records.exists()):
         raise ProbeError(f"--resume: {out} holds no sweep to resume; drop --resume to start one")
@@ -131,15 +123,8 @@ def run_sweep(
         done = {}
         if out is not None:
             make_manifest = lambda: {**manifest(model, spec.seed), "command": command}  # noqa: E731
-            opened = RunDir(out)
-            # what an older spec.json's missing options were
-            own = {
-                "probe": type(spec.probe.options)().to_json(),
-                "backend": type(spec.backend)().to_json(),
-                "probe_spec": probe.spec_defaults(),
-            }
-            done = opened.open_for_sweep(
-                saved, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records, own
+            done = RunDir(out).open_for_sweep(
+                saved, identity, model.info.fingerprint, checks.keys, make_manifest, run.adopt_records
             )
         total = len(checks.keys)
         if done and len(done) < total:

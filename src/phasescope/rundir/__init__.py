@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phasescope.errors import InputError, ProbeError
-from phasescope.rundir.files import (
-    append_text,
-    atomic_write_text,
-    differences,
-    differing_keys,
-    read_json,
-    refuse_link,
+from phasescope.rundir.files import append_text, atomic_write_text, read_json, refuse_link
+from phasescope.rundir.identity import (  # noqa: F401  (re-exported: the old layouts' tables and the upgrade)
+    LEGACY_BACKEND_KEYS,
+    LEGACY_PROBE_DEFAULTS,
+    RENAMED_VALUES,
+    differences_from,
+    upgrade_spec,
 )
 from phasescope.rundir.records import read_records
 from phasescope.rundir.saved import SavedSweep
-from phasescope.specs import SCHEMA, SweepSpec
+from phasescope.specs import SCHEMA, SweepIdentity
 
 SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
     "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"
@@ -118,14 +118,14 @@ class RunDir:
         append_text(self.records, lines)
 
     def open_for_sweep(
-        self, spec: dict, fingerprint: str, planned: set, make_manifest, adopt: bool = False, own_defaults=None
+        self, spec: dict, identity: SweepIdentity, fingerprint: str, planned: dict, make_manifest, adopt: bool = False
     ) -> dict:
-        """Create or reopen a run directory. A reopened one must hold the same sweep (spec) of the
-        same model (weights fingerprint; the path it was reached by does not matter); the manifest
-        (a git call) is built only when it is missing. ``own_defaults``: the probe's and the
-        backend's options at their defaults (``upgrade_spec``)."""
-        out, spec = self.path, json.loads(json.dumps(spec))
-        spec_path, manifest_path = self.spec, self.manifest
+        """Create or reopen a run directory. A reopened one must hold the same sweep (its spec.json
+        upgraded and read back as ``identity``'s type: ``rundir.identity``) of the same model (weights
+        fingerprint; the path it was reached by does not matter), and each kept record must have
+        been scored on the prompt this sweep builds for its key (``planned``: key -> prompt digest);
+        the manifest (a git call) is built only when it is missing."""
+        out, spec_path, manifest_path = self.path, self.spec, self.manifest
         fix = f"delete {out} to start the sweep again, or use another --out"
         model_files = [name for name in MODEL_FILES if (out / name).exists()]
         if model_files:
@@ -150,18 +150,15 @@ class RunDir:
                 "sweep to another --out",
             )
             check_schema(saved, spec_path)
-            # schema 1 (no "schema" key) has no geometry source and no typed sweep: those are not compared
-            ignore = ("model", "schema", "geometry_source") + (() if "sweep" in saved else ("sweep",))
-            before, now = _without_model(upgrade_spec(saved, **(own_defaults or {}))), _without_model(spec)
-            diff = differing_keys(before, now, ignore=ignore)
-            if diff:
+            differ = differences_from(saved, identity)
+            if differ:
                 older = (
                     " (made before --same-phase existed: pass --mixed-phase to resume it)"
-                    if any(key.endswith("same_phase") for key in diff) and "same_phase" not in json.dumps(saved)
+                    if "same_phase" in differ and "same_phase" not in json.dumps(saved)
                     else ""
                 )
                 raise ProbeError(
-                    f"{out} holds a different sweep ({differences(before, now, diff)}){older}: rerun with the run's "
+                    f"{out} holds a different sweep ({differ}){older}: rerun with the run's "
                     "values (its command is in manifest.json) to resume it, or use another --out"
                 )
             self._check_same_model(fingerprint, fix)
@@ -180,10 +177,15 @@ class RunDir:
             atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
         found = read_records(self.records)
         for number, record in enumerate(found.records, start=1):
+            where = f"{self.records} line {number} (content {record.content_id!r}, offset {record.offset})"
             if record.key not in planned:
+                raise ProbeError(f"{where} is not part of this sweep; {fix}")
+            if record.prompt_digest is not None and record.prompt_digest != planned[record.key]:
                 raise ProbeError(
-                    f"{self.records} line {number} (content {record.content_id!r}, offset {record.offset}) "
-                    f"is not part of this sweep; {fix}"
+                    f"{where} was scored on another prompt than this sweep builds for it (prompt digest "
+                    f"{record.prompt_digest} in the run, {planned[record.key]} now): its contents changed since (an "
+                    "edited prompts or probe file, another tokenizer or chat template, or a phasescope that builds "
+                    f"them differently), and resuming would mix two sweeps' records; {fix}"
                 )
         # a line cut by an interruption is dropped (it is rescored); a complete last line without its
         # newline gets one, so the next record is not appended onto it
@@ -211,12 +213,6 @@ class RunDir:
                 f"{out} was swept with another model (weights fingerprint {saved}, now {fingerprint}): resuming "
                 f"would mix two models' records; {fix}"
             )
-
-
-def _without_model(spec: dict) -> dict:
-    """A spec without the path the model was reached by (the weights fingerprint decides)."""
-    sweep = spec.get("sweep")
-    return spec | ({"sweep": {k: v for k, v in sweep.items() if k != "model"}} if isinstance(sweep, dict) else {})
 
 
 class RunLock:
@@ -260,79 +256,3 @@ def check_schema(saved: dict, path: Path) -> None:
             f"{path}: schema {schema!r} is not a layout this phasescope reads (1 to {SCHEMA}); a newer phasescope "
             "wrote it: upgrade phasescope (pip install -U phasescope), or restore the spec.json the sweep wrote"
         )
-
-
-# sweep.probe and sweep.backend as spec.json held them before each probe and backend owned its
-# options (issue #31): every probe's option, at these defaults when the probe did not read it; the
-# three measured model options, whichever backend loaded the model
-LEGACY_PROBE_DEFAULTS = {
-    "design": "shift-needle",
-    "depth": 0.5,
-    "kv_gaps": [0],
-    "context_tokens": None,
-    "pair_format": "auto",
-    "filler": None,
-    "chat_template": False,
-    "probe_file": None,
-    "include_path": None,
-    "same_phase": True,
-}
-LEGACY_BACKEND_KEYS = ("dtype", "compress", "tokenizer")
-# values renamed since (the same behaviour under its new name): the text probe's "words" pair format
-# is "pieces" (single-token vocabulary pieces, which on a multilingual vocabulary are often not words)
-RENAMED_VALUES = {"pair_format": {"words": "pieces"}, "pair_format_used": {"words": "pieces"}}
-
-
-def upgrade_spec(
-    saved: dict, probe: dict | None = None, backend: dict | None = None, probe_spec: dict | None = None
-) -> dict:
-    """A spec.json written before some option existed, read as this version would have written
-    it: a missing option of the sweep (``sweep``, its ``probe``, ``geometry``, ``remedies``,
-    ``backend`` sections) reads as its default -- what the run did, since the option did not
-    exist -- except where the default changed what is measured: ``same_phase`` (the text probe
-    did not move its contents to one phase; the id-level probe has one phase per offset either
-    way). ``probe`` / ``backend``: the sweep's probe's and backend's own options at their
-    defaults (JSON). Another probe's option that the old layout recorded at its default is
-    dropped, and so is a model option the backend does not have (it did not act: a phasescope
-    model refused --compress, a served one ignored --dtype). So adding an option never stops an
-    old run from resuming. ``probe_spec``: the probe's own description (spec.json's top-level
-    ``probe``, ``Probe.spec_defaults``) at its defaults, filled in where the saved one lacks a key. A
-    value renamed since (``RENAMED_VALUES``) reads as its name now."""
-    saved = json.loads(json.dumps(saved))
-    top = saved.get("probe") if isinstance(saved.get("probe"), dict) else {}
-    sweep_probe = saved.get("sweep", {}).get("probe") if isinstance(saved.get("sweep"), dict) else None
-    for section in (top, sweep_probe if isinstance(sweep_probe, dict) else {}):
-        for key, renamed in RENAMED_VALUES.items():
-            if isinstance(section.get(key), str) and section[key] in renamed:
-                section[key] = renamed[section[key]]
-    text_probe = str(top.get("probe", "")).endswith("(text)")
-    if text_probe and "same_phase" not in top:
-        top["same_phase"] = False  # before --same-phase the text probe did not align contents
-    if probe_spec and isinstance(saved.get("probe"), dict):
-        saved["probe"] = probe_spec | top
-    sweep = saved.get("sweep")
-    if not isinstance(sweep, dict):
-        return saved
-    defaults = SweepSpec(str(sweep.get("model", ""))).to_json()
-    if probe is not None:
-        defaults["probe"] |= probe
-        if "same_phase" in probe:
-            defaults["probe"]["same_phase"] = not text_probe
-        if isinstance(sweep.get("probe"), dict):
-            sweep["probe"] = {
-                k: v
-                for k, v in sweep["probe"].items()
-                if k == "name" or k in probe or k not in LEGACY_PROBE_DEFAULTS or v != LEGACY_PROBE_DEFAULTS[k]
-            }
-    if backend is not None:
-        defaults["backend"] = dict(backend)
-        if isinstance(sweep.get("backend"), dict):
-            sweep["backend"] = {
-                k: v for k, v in sweep["backend"].items() if k in backend or k not in LEGACY_BACKEND_KEYS
-            }
-    for key, value in defaults.items():
-        if isinstance(value, dict) and isinstance(sweep.get(key), dict):
-            sweep[key] = value | sweep[key]
-        elif key not in sweep:
-            sweep[key] = value
-    return saved
