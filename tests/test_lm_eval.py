@@ -103,8 +103,11 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
     import phasescope
     from phasescope.cli import app
     from phasescope.export import load_run
+    from phasescope.rundir import RunDir
 
     metrics = phasescope.analyze(setup["run"], n_resamples=200)
+    assert RunDir(setup["run"]).read_sweep().contents_by_sample is False  # the probe said so in spec.json
+    assert json.loads(RunDir(setup["run"]).spec.read_text())["contents_by_sample"] is False
     acc = metrics.task_metrics["ps_capitals"]["acc,none"]
     assert acc["offset_0"] == pytest.approx(setup["lm_eval"]["results"]["ps_capitals"]["acc,none"])
     assert [p["phase"] for p in acc["phases"]] == [0, 1, 2, 3] and all(p["ci"] for p in acc["phases"])

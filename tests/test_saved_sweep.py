@@ -23,7 +23,7 @@ def saved(tmp_path, spec) -> SavedSweep:
 def test_a_spec_reads_as_its_typed_fields(tmp_path):
     s = saved(tmp_path, SPEC)
     assert (s.seed, s.step, s.window, s.align, s.offsets, s.samples, s.model) == (3, 4, 8, 0, [0, 1, 2], 8, "runs/m")
-    assert (s.probe_name, s.design, s.kv_gaps, s.lm_eval) == ("kv-retrieval", "crossed", [0, 1], False)
+    assert (s.probe_name, s.design, s.kv_gaps, s.contents_by_sample) == ("kv-retrieval", "crossed", [0, 1], True)
     assert s.raw == SPEC and s.path.endswith("spec.json")
 
 
@@ -41,3 +41,14 @@ def test_a_run_without_spec_reads_as_an_empty_sweep(tmp_path):
 def test_a_field_of_the_wrong_type_is_named(tmp_path, field, value, said):
     with pytest.raises(InputError, match=said):
         saved(tmp_path, SPEC | {field: value})
+
+
+def test_whether_records_number_the_contents_is_the_probes_word_and_older_runs_read_by_their_probe(tmp_path):
+    """spec.json records ``Probe.contents_by_sample``; a spec.json written before it says nothing,
+    and then only an lm-eval run (documents numbered task by task) reads as not numbered by sample."""
+    assert saved(tmp_path, SPEC | {"contents_by_sample": False}).contents_by_sample is False
+    older_lm_eval = SPEC | {"probe": {"probe": "lm-eval", "tasks": {}}}
+    assert saved(tmp_path, older_lm_eval).contents_by_sample is False
+    assert saved(tmp_path, older_lm_eval | {"contents_by_sample": True}).contents_by_sample is True
+    with pytest.raises(InputError, match="contents_by_sample must be true or false, got 'no'"):
+        saved(tmp_path, SPEC | {"contents_by_sample": "no"})

@@ -110,7 +110,7 @@ def partial_note(spec: SavedSweep, records: list[Record]) -> str | None:
     """What an interrupted sweep leaves: fewer records than its spec plans (contents x offsets x
     renderings). lm-eval sweeps count documents per task, so they are not checked here."""
     offsets, samples = spec.offsets, spec.samples
-    if offsets is None or samples is None or spec.lm_eval:
+    if offsets is None or samples is None or not spec.contents_by_sample:
         return None
     variants = len({r.variant for r in records})
     planned = samples * len(offsets) * variants

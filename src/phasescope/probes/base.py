@@ -120,6 +120,10 @@ class Probe:
     name: ClassVar[str]
     summary: ClassVar[str]
     has_keys: ClassVar[bool] = False
+    # records number the contents 0 .. samples - 1, each at every offset and variant (what readers
+    # check a record's content and a run's count against; spec.json records it): lm-eval's number
+    # documents task by task instead
+    contents_by_sample: ClassVar[bool] = True
 
     def items(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> list[ProbeItem]:
         """Every content sample at every offset (paired design). A probe defines ``items`` or

@@ -36,6 +36,7 @@ class ChatTemplated(Probe):
         if hasattr(inner, "lead_in"):  # a probe that places anchors at one phase counts the template's tokens too
             inner.lead_in = len(self.prefix)
         self.name, self.summary, self.has_keys = inner.name, inner.summary, inner.has_keys
+        self.contents_by_sample = inner.contents_by_sample
 
     def spec(self) -> dict:
         return {**self.inner.spec(), "chat_template": {"prefix_ids": self.prefix, "suffix_ids": self.suffix}}

@@ -184,6 +184,7 @@ def _document(task, instances: list) -> Document:
 class LMEvalProbe(Probe):
     name = "lm-eval"
     summary = SUMMARY
+    contents_by_sample = False  # documents, numbered task by task
 
     def __init__(self, tasks: dict, tokenizer, step: int, align: int, include_path=None, filler=None, max_len=None):
         self.tasks, self.include_path, self.filler, self.max_len = tasks, include_path, filler, max_len

@@ -140,6 +140,7 @@ def spec_json(spec: SweepSpec, probe: Probe, samples: int, geometry: Geometry, b
     return {
         "schema": SCHEMA,
         "probe": probe.spec(),
+        "contents_by_sample": probe.contents_by_sample,
         "offsets": list(spec.offsets),
         "samples": samples,
         "seed": spec.seed,

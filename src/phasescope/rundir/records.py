@@ -254,7 +254,7 @@ def check_against_spec(records: list[Record], spec: SavedSweep, path: str) -> No
     records file, whose line i + 1 holds ``records[i]``."""
     offsets, samples = spec.offsets, spec.samples
     swept = set(offsets) if offsets is not None else None  # a set: every record is looked up
-    gaps, lm_eval = spec.kv_gaps, spec.lm_eval
+    gaps, by_sample = spec.kv_gaps, spec.contents_by_sample
     for i, r in enumerate(records):
         where, key = f"{path} line {i + 1}", f"record content_id={r.content_id!r} offset={r.offset}"
         if swept is not None and r.offset not in swept:
@@ -264,7 +264,7 @@ def check_against_spec(records: list[Record], spec: SavedSweep, path: str) -> No
             )
         if (
             isinstance(samples, int)
-            and not lm_eval
+            and by_sample
             and isinstance(r.content_id, int)
             and not 0 <= r.content_id < samples
         ):

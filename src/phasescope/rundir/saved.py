@@ -55,6 +55,7 @@ class SavedSweep:
     model: str | None = None  # how the sweep named its model
     probe: dict = field(default_factory=dict)  # the probe's description (``Probe.spec``)
     contents: tuple[SavedContent, ...] = ()  # the probe's contents, where it lists them (``probe.contents``)
+    contents_by_sample: bool = True  # records number contents 0 .. samples - 1 (``Probe.contents_by_sample``)
     raw: dict = field(default_factory=dict)  # every field as saved (reports show them all)
 
     @classmethod
@@ -77,6 +78,11 @@ class SavedSweep:
                 raise InputError(f"{where}: {name} must be an integer, got {value!r}")
         probe = data.get("probe")
         model = data.get("model")
+        by_sample = data.get("contents_by_sample")
+        if by_sample is None:  # spec.json before the probe said: only lm-eval numbered its contents otherwise
+            by_sample = not (isinstance(probe, dict) and str(probe.get("probe", "")).startswith("lm-eval"))
+        elif not isinstance(by_sample, bool):
+            raise InputError(f"{where}: contents_by_sample must be true or false, got {by_sample!r}")
         return cls(
             where,
             seed,
@@ -85,6 +91,7 @@ class SavedSweep:
             model=None if model is None else str(model),
             probe=probe if isinstance(probe, dict) else {},
             contents=_contents(probe) if isinstance(probe, dict) else (),
+            contents_by_sample=by_sample,
             raw=data,
         )
 
@@ -101,7 +108,3 @@ class SavedSweep:
     def kv_gaps(self) -> list | None:
         gaps = self.probe.get("kv_gaps")
         return gaps if isinstance(gaps, list) else None
-
-    @property
-    def lm_eval(self) -> bool:
-        return (self.probe_name or "").startswith("lm-eval")
