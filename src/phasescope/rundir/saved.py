@@ -1,7 +1,7 @@
 """spec.json read back as a type (issue #45): what a finished sweep did, parsed and checked once
 (``RunDir.read_sweep``) for every reader -- analysis, reports, compare, export. Whether a run
-*resumes* is decided where it is reopened (``RunDir.open_for_sweep``, with ``upgrade_spec``); this
-is what the readers need of it. A run without spec.json (records adopted or made by hand) reads
+*resumes* is decided where it is reopened, by the typed ``specs.SweepIdentity`` (``rundir.identity``)
+and the records' prompt digests; this is what the readers need of it. A run without spec.json (records adopted or made by hand) reads
 as an empty sweep: every field None, its probe unknown.
 """
 
