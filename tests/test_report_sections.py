@@ -199,10 +199,14 @@ def test_a_file_of_another_shape_is_a_note_not_a_failed_report(run):
 def test_the_spec_table_reads_any_spec_json():
     """report.html's "What was swept": the rows a spec.json supports, old layouts included."""
     from phasescope.reporting.spec_table import spec_rows
+    from phasescope.rundir.saved import SavedSweep
 
-    assert spec_rows({}) == [("model", "not recorded")]  # records adopted or made by hand
+    def rows_of(data: dict):
+        return spec_rows(SavedSweep.from_json(data, "spec.json"))
+
+    assert rows_of({}) == [("model", "not recorded")]  # records adopted or made by hand
     old = {"probe": {"probe": "kv-retrieval"}, "offsets": [0, 1, 2, 3, 5], "samples": 8, "seed": 2, "step": 4}
-    rows = dict(spec_rows(old | {"window": 4, "align": 0}))
+    rows = dict(rows_of(old | {"window": 4, "align": 0}))
     assert rows["probe"] == "kv-retrieval" and rows["offsets"] == "0,1,2,3,5 (5 offsets)"
     assert rows["contents"] == "8 (seed 2)" and rows["geometry"].startswith(
         "step 4, window 4, align 0, raw window L unknown"
@@ -213,7 +217,7 @@ def test_the_spec_table_reads_any_spec_json():
         "backend": {"dtype": "bfloat16", "compress": "mean:s=4", "tokenizer": None},
         "remedies": {"phase_ensemble": True, "ensemble_pad_id": 7},
     }
-    rows = dict(spec_rows({"sweep": sweep}))
+    rows = dict(rows_of({"sweep": sweep}))
     assert rows["model"] == "hf:m" and rows["probe"] == "prompts:p.jsonl (chat_template True)"
     assert (
         rows["model options"] == "dtype bfloat16, compress mean:s=4"

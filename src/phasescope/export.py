@@ -25,9 +25,10 @@ from pathlib import Path
 
 from phasescope.errors import InputError
 from phasescope.rundir import LM_EVAL_RESULTS, RunDir
-from phasescope.rundir.files import atomic_write_bytes, atomic_write_text, read_json, refuse_link
+from phasescope.rundir.files import atomic_write_bytes, atomic_write_text, refuse_link
 from phasescope.rundir.metrics import Metrics
 from phasescope.rundir.records import Record, check_against_spec, read_records
+from phasescope.rundir.saved import SavedSweep
 
 FORMATS = ("csv", "parquet", "jsonl", "lm-eval")
 
@@ -170,8 +171,7 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
         if out and path.exists() and not _our_lm_eval_file(path):
             raise InputError(f"--out {path} exists and is not a phasescope lm-eval export; choose a new file")
         _, records, metrics = _run(run_dir)
-        spec = read_json(RunDir(run_dir).spec, "sweep spec")
-        results = lm_eval_results(records, metrics, spec, RunDir(run_dir).read_manifest())
+        results = lm_eval_results(records, metrics, RunDir(run_dir).read_sweep(), RunDir(run_dir).read_manifest())
         atomic_write_text(path, json.dumps(results, indent=2, allow_nan=False))
         return [path]
     folder = Path(out) if out else Path(run_dir) / "export"
@@ -201,7 +201,7 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
     return paths
 
 
-def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict, manifest: dict | None = None) -> dict:
+def lm_eval_results(records: list[Record], metrics: Metrics, spec: SavedSweep, manifest: dict | None = None) -> dict:
     """lm-eval's results layout: ``results[task][metric]`` (offset 0: lm-eval's own rendering,
     with ``METRIC_stderr,FILTER`` as lm-eval computes it), ``phase_results[task][phase][metric]``;
     ``METRIC_phase_range_raw_pp,FILTER`` is max - min over phases without the drift removed (the
@@ -212,7 +212,6 @@ def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict, manifes
     per_task = metrics.task_metrics
     if not per_task:
         raise InputError("--format lm-eval: this run holds no lm-eval task metrics (sweep with --probe lm-eval:TASK)")
-    probe = _probe_spec(spec)
     results, phase_results = {}, {}
     for task, summaries in per_task.items():
         results[task] = {"alias": task}
@@ -226,7 +225,7 @@ def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict, manifes
                 row = phase_results[task].setdefault(str(p["phase"]), {})
                 row[metric], row[f"{name}_ci95,{filt}"], row[f"{name}_n,{filt}"] = p["value"], p["ci"], p["contents"]
             results[task][f"{name}_phase_range_raw_pp,{filt}"] = summary["gap_raw_pp"]
-    tasks = probe.get("tasks", {})
+    tasks = spec.probe.get("tasks") if isinstance(spec.probe.get("tasks"), dict) else {}
     return {
         "results": results,
         "phase_results": phase_results,
@@ -239,11 +238,11 @@ def lm_eval_results(records: list[Record], metrics: Metrics, spec: dict, manifes
             t: {"original": tasks.get(t, {}).get("documents"), "effective": _docs(records, t)} for t in per_task
         },
         "config": {
-            "model": spec.get("model"),
+            "model": spec.model,
             "model_args": None,
             "phasescope": {"step": metrics.step, "offsets": metrics.offsets, "command": manifest.get("command")},
         },
-        "model_name": spec.get("model"),
+        "model_name": spec.model,
         "date": manifest.get("created"),
         "lm_eval_version": (manifest.get("versions") or {}).get("lm_eval"),
         "transformers_version": (manifest.get("versions") or {}).get("transformers"),
@@ -265,11 +264,6 @@ def _task_config(name: str, task: dict) -> dict:
         "filter_list": [{"name": f} for f in task.get("filters", [])],
         "metadata": {"version": _version(task)},
     }
-
-
-def _probe_spec(spec: dict) -> dict:
-    probe = spec.get("probe", {})
-    return probe if isinstance(probe, dict) else {}
 
 
 def _docs(records: list[Record], task: str) -> int:

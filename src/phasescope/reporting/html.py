@@ -178,7 +178,7 @@ def _page(run_dir: Path, metrics: Metrics, spec: SavedSweep, images: list[str]) 
 {_probability_table(metrics)}
 <h2>Figures</h2>{figures}{answers_section(run_dir, metrics)}{optional_sections(run_dir)}
 <h2>Method</h2>{METHOD}{_fit(metrics)}{GLOSSARY}
-<h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec.raw)])}
+<h2>What was swept</h2>{_text_table(["what", "value"], [list(row) for row in spec_rows(spec)])}
 <details><summary>spec.json, every field</summary><pre>{html.escape(json.dumps(spec.raw, indent=2))}</pre></details>
 <h2>Reproduce</h2><pre>{html.escape(reproduce)}</pre>
 </body></html>

@@ -1,8 +1,8 @@
 """spec.json read back as a type (issue #45): what a finished sweep did, parsed and checked once
 (``RunDir.read_sweep``) for every reader -- analysis, reports, compare, export. Whether a run
 *resumes* is decided where it is reopened, by the typed ``specs.SweepIdentity`` (``rundir.identity``)
-and the records' prompt digests; this is what the readers need of it. A run without spec.json (records adopted or made by hand) reads
-as an empty sweep: every field None, its probe unknown.
+and the records' prompt digests; this is what the readers need of it. A run without spec.json
+(records adopted or made by hand) reads as an empty sweep: every field None, its probe unknown.
 """
 
 from __future__ import annotations
@@ -43,6 +43,23 @@ def _contents(probe: dict) -> tuple[SavedContent, ...]:
     return tuple(out)
 
 
+def _sweep_sections(data: dict, where: str) -> dict:
+    """The typed sweep's parts a reader shows: ``sweep.model`` and its owners' sections."""
+    sweep = data.get("sweep", {})
+    if not isinstance(sweep, dict):
+        raise InputError(f"{where}: sweep must be an object, got {sweep!r}")
+    sections = {"probe_options": "probe", "model_options": "backend", "remedies": "remedies"}
+    out: dict = {name: sweep.get(key) or {} for name, key in sections.items()}
+    for name, key in sections.items():
+        if not isinstance(out[name], dict):
+            raise InputError(f"{where}: sweep.{key} must be an object, got {out[name]!r}")
+    source, spec = data.get("geometry_source"), sweep.get("model")
+    return out | {
+        "geometry_source": None if source is None else str(source),
+        "model_spec": None if spec is None else str(spec),
+    }
+
+
 @dataclass(frozen=True)
 class SavedSweep:
     path: str  # spec.json, for messages
@@ -50,12 +67,20 @@ class SavedSweep:
     step: int | None = None
     window: int | None = None
     align: int | None = None
+    local: int | None = None  # the raw window L (None: unknown)
+    geometry_source: str | None = None  # where the geometry came from (schema 2)
     offsets: list[int] | None = None
     samples: int | None = None
-    model: str | None = None  # how the sweep named its model
+    model: str | None = None  # the model as the backend described it (``phasescope model DIR``)
+    model_spec: str | None = None  # the model as the sweep was given it (``sweep.model``; schema 2)
     probe: dict = field(default_factory=dict)  # the probe's description (``Probe.spec``)
     contents: tuple[SavedContent, ...] = ()  # the probe's contents, where it lists them (``probe.contents``)
     contents_by_sample: bool = True  # records number contents 0 .. samples - 1 (``Probe.contents_by_sample``)
+    # the typed sweep's owner sections as saved (schema 2; {} before): the probe's name and options
+    # (``sweep.probe``), the model options (``sweep.backend``), the remedies (``sweep.remedies``)
+    probe_options: dict = field(default_factory=dict)
+    model_options: dict = field(default_factory=dict)
+    remedies: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)  # every field as saved (reports show them all)
 
     @classmethod
@@ -72,7 +97,7 @@ class SavedSweep:
         offsets = data.get("offsets")
         if offsets is not None and not (isinstance(offsets, list) and all(_is_int(d) for d in offsets)):
             raise InputError(f"{where}: offsets must be a list of integers, got {offsets!r}")
-        ints = {k: data.get(k) for k in ("step", "window", "align", "samples")}
+        ints = {k: data.get(k) for k in ("step", "window", "align", "local", "samples")}
         for name, value in ints.items():
             if value is not None and not _is_int(value):
                 raise InputError(f"{where}: {name} must be an integer, got {value!r}")
@@ -92,6 +117,7 @@ class SavedSweep:
             probe=probe if isinstance(probe, dict) else {},
             contents=_contents(probe) if isinstance(probe, dict) else (),
             contents_by_sample=by_sample,
+            **_sweep_sections(data, where),
             raw=data,
         )
 
