@@ -34,7 +34,7 @@ import numpy as np
 from scipy.stats import t as t_dist
 
 from phasescope.analysis.offset_effects import MIN_CONTENTS
-from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.records import RecordArrays, unique_rows
 from phasescope.analysis.trend import label_rows
 
 METHOD = (
@@ -49,39 +49,49 @@ def _windows(r: RecordArrays) -> np.ndarray:
     return (r.offset - r.phase) // r.step
 
 
-def _half_effects(offset: np.ndarray, phase: np.ndarray, z: np.ndarray, n: np.ndarray, step: int) -> np.ndarray | None:
-    """One content's centred phase effects [S] in one half: weighted least squares of its cell
-    values z on level + slope + phase indicators; None when not estimable."""
-    if np.bincount(phase, minlength=step).min() == 0:
-        return None
+def _half_designs(cells: np.ndarray, group: np.ndarray, z: np.ndarray, n: np.ndarray, step: int):
+    """Every content half's weighted least squares problem at once (the loop then only solves):
+    rows sqrt(n) * [level, offset - the half's mean offset, phase indicators 1..S-1] [M, 2+S-1] and
+    sqrt(n) * z [M]. ``cells`` [M, 4] (content, half, offset, phase); ``group`` [M] the half of each."""
+    offset, phase = cells[:, 2], cells[:, 3]
+    centre = np.bincount(group, weights=offset) / np.bincount(group)  # integer sums: exactly each half's mean
     x = np.concatenate(
-        [np.ones((len(z), 1)), (offset - offset.mean())[:, None], (phase[:, None] == np.arange(1, step)).astype(float)],
+        [np.ones((len(z), 1)), (offset - centre[group])[:, None], (phase[:, None] == np.arange(1, step)).astype(float)],
         axis=1,
     )
     root = np.sqrt(n)[:, None]
-    beta, _, rank, _ = np.linalg.lstsq(root * x, root[:, 0] * z, rcond=None)
-    if rank < x.shape[1]:
+    return root * x, root[:, 0] * z
+
+
+def _half_effects(a: np.ndarray, b: np.ndarray, step: int) -> np.ndarray | None:
+    """One content's centred phase effects [S] in one half: the least squares solution of its rows
+    (``_half_designs``); None when not estimable."""
+    beta, _, rank, _ = np.linalg.lstsq(a, b, rcond=None)
+    if rank < a.shape[1]:
         return None
-    return label_rows(step, x.shape[1]) @ beta
+    return label_rows(step, a.shape[1]) @ beta
 
 
 def _cross_fit(r: RecordArrays, drift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per content whose both halves are estimable: effects in half A and half B, [C', S] each."""
-    half = _windows(r) % 2
+    step, half = r.step, _windows(r) % 2
     z = r.correct - drift
-    keys = np.stack([r.content, half, r.offset, r.phase], axis=1)
-    cells, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    cells, inverse = unique_rows(np.stack([r.content, half, r.offset, r.phase], axis=1))
     n = np.bincount(inverse).astype(float)
     mean_z = np.bincount(inverse, weights=z) / n
-    groups = np.flatnonzero(np.any(np.diff(cells[:, :2], axis=0) != 0, axis=1)) + 1  # cells sorted by content, half
+    opens = np.r_[True, np.any(np.diff(cells[:, :2], axis=0) != 0, axis=1)]  # cells sorted by content, half
+    group = np.cumsum(opens) - 1
+    bounds = np.r_[np.flatnonzero(opens), len(cells)]
+    seen = np.zeros((len(bounds) - 1, step), dtype=np.int64)
+    np.add.at(seen, (group, cells[:, 3]), 1)  # a half lacking a phase has no phase effects
+    a, b = _half_designs(cells, group, mean_z, n, step)
     effects: dict[tuple[int, int], np.ndarray | None] = {}
-    for rows in np.split(np.arange(len(cells)), groups):
-        c, h = (int(v) for v in cells[rows[0], :2])
-        effects[c, h] = _half_effects(cells[rows, 2], cells[rows, 3], mean_z[rows], n[rows], r.step)
+    for g, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        c, h = (int(v) for v in cells[lo, :2])
+        effects[c, h] = _half_effects(a[lo:hi], b[lo:hi], step) if seen[g].min() > 0 else None
     both = [c for c in np.unique(cells[:, 0]) if effects.get((c, 0)) is not None and effects.get((c, 1)) is not None]
     first, second = [effects[c, 0] for c in both], [effects[c, 1] for c in both]
-    empty = np.zeros((0, r.step))
+    empty = np.zeros((0, step))
     return (np.array(first), np.array(second)) if first else (empty, empty)
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from phasescope.analysis.cluster_ols import ClusterFit, fit, full_rank, within
-from phasescope.analysis.records import Cells
+from phasescope.analysis.records import Cells, unique_rows
 
 MIN_CONTENTS = 10  # below this many contents whose answers vary: no interval, no p-value
 
@@ -148,8 +148,7 @@ def components(col: np.ndarray, content: np.ndarray, n_cols: int, n_contents: in
 
 def columns(cells: Cells) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (offset, phase) pairs [J,2] sorted by offset, and each cell's column [M]."""
-    pairs, index = np.unique(np.stack([cells.offset, cells.phase], axis=1), axis=0, return_inverse=True)
-    return pairs, index.reshape(-1)
+    return unique_rows(np.stack([cells.offset, cells.phase], axis=1))
 
 
 def informative_contents(cells: Cells) -> int:
@@ -205,7 +204,7 @@ def _comparable(cells: Cells) -> Cells | None:
     """The cells of contents seen at two columns or more (the others carry no within-content
     comparison); None when fewer than two columns remain."""
     _, col = columns(cells)
-    seen = np.unique(np.stack([cells.content, col], axis=1), axis=0)
+    seen, _ = unique_rows(np.stack([cells.content, col], axis=1))
     keep = np.bincount(seen[:, 0], minlength=cells.n_contents)[cells.content] >= 2
     if not keep.any():
         return None

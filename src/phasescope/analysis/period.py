@@ -37,6 +37,8 @@ Shape legend: D offsets, K coefficients, B draws.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.stats import chi2
 
@@ -293,29 +295,37 @@ def _candidate(fx: OffsetEffects, period: int, step: int, degree: int) -> dict |
         return f"period {period}: with the drift's trend (degree {degree}) it cannot be told from the drift"
     x = design(fx.offset, degree, residue, fx.component)
     n_trend = fx.n_components + degree
+    # each map once: the fit, the share explained and its null band all use the same two
+    full, trend = WlsFit(x, wls_map(x, fx.weight)), WlsFit(x[:, :n_trend], wls_map(x[:, :n_trend], fx.weight))
     return {
-        "fitted": linear(fx, wls_map(x, fx.weight)),
+        "fitted": linear(fx, full.coef),
         "groups": slice(n_trend, None),
         "x": x,
-        "explained": _explained(fx, x, n_trend),
-        "explained_null": _explained_null(fx, x, n_trend),
+        "explained": _explained(fx, full, trend),
+        "explained_null": _explained_null(fx, full, trend),
     }
 
 
-def _rss(fx: OffsetEffects, design_matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Weighted residual sum of squares of ``values`` ([J], or [B,J] one row each) after the WLS fit
-    of ``design_matrix`` [J,K]."""
-    resid = values - (values @ wls_map(design_matrix, fx.weight).T) @ design_matrix.T
-    return (fx.weight * resid**2).sum(axis=-1)
+@dataclass
+class WlsFit:
+    """A WLS design [J,K] and its coefficients as a linear map of the column effects [K,J] (``wls_map``)."""
+
+    x: np.ndarray
+    coef: np.ndarray
+
+    def rss(self, weight: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Weighted residual sum of squares of ``values`` ([J], or [B,J] one row each) after the fit."""
+        resid = values - (values @ self.coef.T) @ self.x.T
+        return (weight * resid**2).sum(axis=-1)
 
 
-def _explained(fx: OffsetEffects, x: np.ndarray, n_trend: int) -> float:
+def _explained(fx: OffsetEffects, full: WlsFit, trend: WlsFit) -> float:
     """Share of the weighted variance left by the trend alone that the residues explain."""
-    total = float(_rss(fx, x[:, :n_trend], fx.effect))
-    return float(1 - _rss(fx, x, fx.effect) / total) if total > 1e-18 else 0.0
+    total = float(trend.rss(fx.weight, fx.effect))
+    return float(1 - full.rss(fx.weight, fx.effect) / total) if total > 1e-18 else 0.0
 
 
-def _explained_null(fx: OffsetEffects, x: np.ndarray, n_trend: int, level: float = 0.95) -> float | None:
+def _explained_null(fx: OffsetEffects, full: WlsFit, trend: WlsFit, level: float = 0.95) -> float | None:
     """The share ``_explained`` reaches on the bootstrap's noise alone ([B,J] column deviations, no
     pattern), at ``level``: the periodogram's null band (None without a bootstrap)."""
     if not fx.inference:
@@ -323,7 +333,7 @@ def _explained_null(fx: OffsetEffects, x: np.ndarray, n_trend: int, level: float
     delta, _ = fx.draws()
     noise = np.zeros((len(delta), len(fx.effect)))  # [B,J]: reference columns do not move
     noise[:, fx.estimated] = delta
-    share = 1 - _rss(fx, x, noise) / np.maximum(_rss(fx, x[:, :n_trend], noise), 1e-18)
+    share = 1 - full.rss(fx.weight, noise) / np.maximum(trend.rss(fx.weight, noise), 1e-18)
     return float(np.quantile(share, level))
 
 

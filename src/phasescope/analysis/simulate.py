@@ -216,7 +216,8 @@ def _wander(ar: tuple[float, float], n: int, n_offsets: int, rng: np.random.Gene
 def _truth(s: Scenario, common: Common, rng: np.random.Generator) -> Truth:
     p, u, own, phases = _contents(s, common, POPULATION, rng)
     accuracy = np.full(s.step, np.nan)
-    for phase in np.unique(phases):
+    seen = np.flatnonzero(np.bincount(phases.ravel(), minlength=s.step))  # the phases swept (np.unique: 10x slower)
+    for phase in seen:
         keep = np.ones(POPULATION, dtype=bool)
         if s.missing is not None and s.missing[0] == phase:
             keep = u >= common.missing_below

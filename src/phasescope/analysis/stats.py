@@ -103,8 +103,14 @@ def _record_drift(r: RecordArrays, fx: OffsetEffects | None, effects: PhaseEffec
     """[N] the fitted common drift at each record's column (None when it could not be fitted)."""
     if fx is None or effects.drift is None:
         return None
-    column = {(int(d), int(p)): j for j, (d, p) in enumerate(zip(fx.offset, fx.phase, strict=True))}
-    return effects.drift[[column[int(d), int(p)] for d, p in zip(r.offset, r.phase, strict=True)]]
+    # the columns are sorted by (offset, phase): code each pair as one integer and look it up
+    span = int(max(fx.phase.max(), r.phase.max())) + 1
+    columns = fx.offset.astype(np.int64) * span + fx.phase
+    wanted = r.offset.astype(np.int64) * span + r.phase
+    index = np.minimum(np.searchsorted(columns, wanted), len(columns) - 1)
+    if (columns[index] != wanted).any():
+        raise KeyError("a record's (offset, phase) is not among the fitted columns")
+    return effects.drift[index]
 
 
 def _gap_caveat(period: dict) -> str | None:

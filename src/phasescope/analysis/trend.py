@@ -79,10 +79,20 @@ class TrendChoice:
 
 
 def legendre(offset: np.ndarray, degree: int) -> np.ndarray:
-    """[J, degree] Legendre polynomials 1..degree of the offset scaled to [-1, 1]."""
+    """[J, degree] Legendre polynomials 1..degree of the offset scaled to [-1, 1]. Read-only, cached
+    by value: a calibration run expands the same few offset grids over a hundred thousand times."""
+    offset = np.asarray(offset)
+    return _legendre(offset.dtype.str, offset.tobytes(), degree)
+
+
+@lru_cache(maxsize=128)
+def _legendre(dtype: str, values: bytes, degree: int) -> np.ndarray:
+    offset = np.frombuffer(values, dtype=dtype)
     lo, hi = float(offset.min()), float(offset.max())
     x = 2 * (offset - lo) / (hi - lo) - 1 if hi > lo else np.zeros(len(offset))
-    return np.polynomial.legendre.legvander(x, degree)[:, 1:]
+    out = np.polynomial.legendre.legvander(x, degree)[:, 1:]
+    out.flags.writeable = False
+    return out
 
 
 def dummies(labels: np.ndarray) -> np.ndarray:
@@ -110,12 +120,16 @@ def wls_map(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return np.linalg.pinv(root * x) * root.T
 
 
+@lru_cache(maxsize=256)
 def label_rows(n_labels: int, n_cols: int) -> np.ndarray:
     """[L, K]: each label's effect as a deviation from the mean over labels (the labels' indicator
-    coefficients are the last L-1 columns; the first label is the reference)."""
+    coefficients are the last L-1 columns; the first label is the reference). Cached and read-only:
+    the per-content fits of ``dependence`` ask for the same few shapes hundreds of times a sweep."""
     g = np.zeros((n_labels, n_cols))
     g[1:, n_cols - n_labels + 1 :] = np.eye(n_labels - 1)
-    return g - g.mean(axis=0)
+    rows = g - g.mean(axis=0)
+    rows.flags.writeable = False
+    return rows
 
 
 def full_rank(x: np.ndarray) -> bool:
@@ -123,20 +137,32 @@ def full_rank(x: np.ndarray) -> bool:
 
 
 def inflation(
-    offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int, component: np.ndarray | None = None
+    offset: np.ndarray,
+    weight: np.ndarray,
+    labels: np.ndarray,
+    degree: int,
+    component: np.ndarray | None = None,
+    linear_se: np.ndarray | None = None,
 ) -> float:
     """Largest ratio of a label effect's standard error with this trend degree to its standard
-    error with a linear trend (independent records; inf when not estimable)."""
+    error with a linear trend (independent records; inf when not estimable). ``linear_se``: the
+    latter (``label_se`` at degree 1) when the caller already has it (a loop over degrees)."""
+    if linear_se is None:
+        linear_se = label_se(offset, weight, labels, 1, component)
+    return float(np.max(label_se(offset, weight, labels, degree, component) / linear_se))
 
-    def se(k: int) -> np.ndarray:
-        x = design(offset, k, labels, component)
-        if not full_rank(x):
-            return np.full(len(np.unique(labels)), np.inf)
-        rows = label_rows(len(np.unique(labels)), x.shape[1])
-        cov = np.linalg.pinv(x.T @ (weight[:, None] * x), hermitian=True)
-        return np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 1e-300))
 
-    return float(np.max(se(degree) / se(1)))
+def label_se(
+    offset: np.ndarray, weight: np.ndarray, labels: np.ndarray, degree: int, component: np.ndarray | None = None
+) -> np.ndarray:
+    """[L] each label effect's standard error with this trend degree (independent records; inf
+    when not estimable)."""
+    x = design(offset, degree, labels, component)
+    if not full_rank(x):
+        return np.full(len(np.unique(labels)), np.inf)
+    rows = label_rows(len(np.unique(labels)), x.shape[1])
+    cov = np.linalg.pinv(x.T @ (weight[:, None] * x), hermitian=True)
+    return np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 1e-300))
 
 
 def modulated(offset: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -182,11 +208,12 @@ def _max_separable_degree(offset: tuple, weight: tuple, labels: tuple, groups: t
     offset, weight, labels = np.array(offset, dtype=float), np.array(weight), np.array(labels)
     component = None if groups is None else np.array(groups)
     best = 0
+    linear_se = label_se(offset, weight, labels, 1, component)  # every degree's inflation is relative to it
     for k in range(1, len(offset)):
         if not full_rank(check_design(offset, k + LOOKAHEAD, labels, component)):
             break
         if (
-            inflation(offset, weight, labels, k, component) > MAX_INFLATION
+            inflation(offset, weight, labels, k, component, linear_se) > MAX_INFLATION
             or overlap(offset, weight, labels, k, component) > MAX_OVERLAP
         ):
             break
