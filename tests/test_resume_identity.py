@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from dataclasses import fields
 
 import pytest
@@ -98,3 +99,43 @@ def test_the_probes_description_does_not_decide_and_an_undeclared_option_does(tm
         (run / "spec.json").write_text(json.dumps(edited))
         with pytest.raises(ProbeError, match=r"holds a different sweep \(" + said):
             phasescope.sweep(model, **common)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    from phasescope.train.shipped import DEMO
+
+    run = tmp_path_factory.mktemp("identity") / "run"
+    phasescope.sweep(str(DEMO / "tiny-s4"), samples=2, offsets=range(8), out=run)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        (("sweep", "probe"), "x", 'sweep.probe: "x" in the run'),
+        (("sweep",), [], "sweep: [] in the run"),
+        (("sweep", "backend"), None, "sweep.backend: null in the run"),
+        (("sweep", "seed"), "0", 'sweep.seed: "0" in the run, 0 now'),
+        (("sweep", "probe", "depth"), "half", 'sweep.probe.depth: "half" in the run, 0.5 now'),
+        (("sweep", "remedies"), [1], "sweep.remedies: [1] in the run"),
+        (("samples",), "2", 'samples: "2" in the run, 2 now'),
+    ],
+)
+def test_a_damaged_spec_json_is_refused_naming_the_field_never_a_crash(small_run, tmp_path, where, value, said):
+    """A section of the wrong shape cannot be read back as the typed sweep: the resume is refused
+    with the field's two values (a section that is not an object was read as schema 1's, and resumed)."""
+    import shutil
+
+    from phasescope.train.shipped import DEMO
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    spec = json.loads((run / "spec.json").read_text())
+    section = spec
+    for key in where[:-1]:
+        section = section[key]
+    section[where[-1]] = value
+    (run / "spec.json").write_text(json.dumps(spec))
+    with pytest.raises(ProbeError, match=re.escape(f"holds a different sweep ({said}")):
+        phasescope.sweep(str(DEMO / "tiny-s4"), samples=2, offsets=range(8), out=run)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 
-from phasescope.errors import InputError
 from phasescope.rundir.files import differences, differing_keys
 from phasescope.specs import IDENTITY_KEYS, SweepIdentity, SweepSpec
 
@@ -90,9 +89,9 @@ def saved_identity(saved: dict, now: dict, probe_defaults: dict) -> dict:
     top level; what it did not record at all (the geometry and remedies asked for, the model
     options, the samples asked for) is taken as now's, so it is not compared."""
     out = {k: saved.get(k) for k in IDENTITY_KEYS}
-    sweep = saved.get("sweep")
-    if isinstance(sweep, dict):
-        return out | {"sweep": {k: v for k, v in sweep.items() if k != "model"}}
+    if "sweep" in saved:  # schema 2 (a section that is not an object stays as it is: it differs)
+        sweep = saved["sweep"]
+        return out | {"sweep": {k: v for k, v in sweep.items() if k != "model"} if isinstance(sweep, dict) else sweep}
     described = saved.get("probe") if isinstance(saved.get("probe"), dict) else {}
     probe = now["sweep"]["probe"]
     kind = str(described.get("probe", "")).removesuffix(" (text)")
@@ -113,7 +112,7 @@ def differences_from(saved: dict, identity: SweepIdentity) -> str:
         if SweepIdentity.from_json(before, probe_options, backend_options) == identity:
             return ""
         refused = None
-    except (InputError, TypeError, KeyError, AttributeError) as error:  # an option this version lacks or refuses
+    except (ValueError, TypeError, KeyError, AttributeError) as error:  # an option this version lacks or refuses
         refused = error
     keys = differing_keys(before, now)
     return differences(before, now, keys) if keys else f"{refused or 'its typed sweep differs'}"
