@@ -262,12 +262,7 @@ def check_against_spec(records: list[Record], spec: SavedSweep, path: str) -> No
                 f"{where}: {key} is at an offset the sweep did not sweep (its offsets: {_span(offsets)}); the record "
                 "was edited or belongs to another sweep: delete that line"
             )
-        if (
-            isinstance(samples, int)
-            and by_sample
-            and isinstance(r.content_id, int)
-            and not 0 <= r.content_id < samples
-        ):
+        if isinstance(samples, int) and by_sample and isinstance(r.content_id, int) and not 0 <= r.content_id < samples:
             raise InputError(
                 f"{where}: {key} names a content the sweep did not draw (contents 0..{samples - 1}); the record was "
                 "edited or belongs to another sweep: delete that line"
