@@ -211,7 +211,8 @@ class SweepIdentity:
 
     @classmethod
     def of(cls, spec: SweepSpec, samples: int, geometry: Geometry, batch_size: int) -> SweepIdentity:
-        probe = replace(spec.probe, options=spec.probe.options.measured()) if spec.probe.options else spec.probe
+        options = spec.probe.options
+        probe = replace(spec.probe, options=options.measured()) if options is not None else spec.probe
         backend = spec.backend.measured() if spec.backend is not None else None
         sweep = replace(spec, model="", probe=probe, backend=backend)
         return cls(sweep, samples, geometry.step, geometry.align, geometry.window, geometry.local, batch_size)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from phasescope.backends.base import Backend, ScoringPlan, item_key, prompt_digest
+from phasescope.backends.base import Backend, ScoringPlan, item_key
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, judge
 from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
@@ -43,10 +43,11 @@ class SweepResult:
     geometry: Geometry | None = None  # what phases were counted with (step, window, align, L, its source)
 
 
-def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int, decode=None) -> Record:
+def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int, digest: str, decode=None) -> Record:
     """The record of a scored item: its positions and phase, the backend's log-probs, whether it
-    was answered correctly (``probes.base.judge``) and what the model answered (the backend's
-    ``answer_ids``; its text and the target's with ``decode``, the model's tokenizer's)."""
+    was answered correctly (``probes.base.judge``), the digest of what it was scored on (the
+    checking pass's ``prompt_digest``) and what the model answered (the backend's ``answer_ids``;
+    its text and the target's with ``decode``, the model's tokenizer's)."""
     together = item.key_pos is not None and item.value_last is not None
     answer = result.get("answer_ids")
     return Record(
@@ -67,7 +68,7 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         target=item.target,
         padding=item.padding,
         end_phase=(item.answer_pos - align) % step,
-        prompt_digest=prompt_digest(item),
+        prompt_digest=digest,
         request_lengths=result.get("request_lengths"),
         answer_from=result.get("answer_from"),
         answer_ids=answer,
@@ -130,7 +131,8 @@ def run_sweep(
         if done and len(done) < total:
             say(f"resuming {out}: {len(done):,} of {total:,} records were scored; scoring the rest")
         log = sample_logger(model, out) if run.log_samples and out is not None else None
-        scored = _score_missing(model, geometry, _chunks(stream(), batch_size), done, out, run.progress, total, log)
+        chunks = _chunks(stream(), batch_size)
+        scored = _score_missing(model, geometry, chunks, checks.keys, done, out, run.progress, log)
     return SweepResult(out, sorted(done.values(), key=lambda r: r.key), scored, geometry=geometry)
 
 
@@ -199,13 +201,15 @@ def measured_seconds(model: Backend, chunks, records: int) -> dict:
 
 
 def _score_missing(
-    model: Backend, geometry: Geometry, chunks, done: dict, out, progress: bool, total: int, log=None
+    model: Backend, geometry: Geometry, chunks, planned: dict, done: dict, out, progress: bool, log=None
 ) -> int:
     """Score the batches with missing records, appending each batch to records.jsonl (and, with
-    ``log``, its items' prompts to samples.jsonl first)."""
+    ``log``, its items' prompts to samples.jsonl first). ``planned``: every record key -> its
+    prompt's digest (``SweepChecks.keys``)."""
+    total = len(planned)
     bar = scoring_bar(progress, total, len(done))
     try:
-        return _score_batches(model, geometry, chunks, done, out, bar, log)
+        return _score_batches(model, geometry, chunks, planned, done, out, bar, log)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(_kept(done, total, out)) from None
     finally:
@@ -226,7 +230,7 @@ def _kept(done: dict, total: int, out) -> str:
     )
 
 
-def _score_batches(model: Backend, geometry: Geometry, chunks, done: dict, out, bar, log) -> int:
+def _score_batches(model: Backend, geometry: Geometry, chunks, planned: dict, done: dict, out, bar, log) -> int:
     scored = 0
     decode = getattr(model.info.tokenizer, "decode", None)  # answers and targets as text
     for chunk in chunks:
@@ -235,7 +239,10 @@ def _score_batches(model: Backend, geometry: Geometry, chunks, done: dict, out, 
                 continue
             results = model.score(batch)
             step, align, window = geometry.step, geometry.align, geometry.window
-            records = [record_for(it, r, step, align, window, decode) for it, r in zip(batch, results, strict=True)]
+            records = [
+                record_for(it, r, step, align, window, planned[item_key(it)], decode)
+                for it, r in zip(batch, results, strict=True)
+            ]
             if any(it.generate is not None or it.grade is not None for it in batch):
                 grade_records(model, batch, records)  # generation tasks, a probe's own metric (lm-eval)
             fresh = [r for r in records if r.key not in done]
