@@ -34,14 +34,13 @@ def test_an_identity_reads_back_as_itself_for_every_probe_and_backend(probe, bac
     spec = SweepSpec("m", ProbeSpec(name, probe_options()), offsets=range(8), backend=backend_options())
     identity = SweepIdentity.of(spec, 4, GEOMETRY, 16)
     assert SweepIdentity.from_json(identity.to_json(), probe_options, backend_options) == identity
-    unmeasured = [f for f in fields(backend_options) if not f.metadata.get("measured", True)]
-    for f in unmeasured:
-        other = {bool: lambda v: not v, str: lambda v: f"{v}-other", int: lambda v: v + 1, float: lambda v: v + 1}
+    other = {bool: lambda v: not v, str: lambda v: f"{v}-other", int: lambda v: v + 1, float: lambda v: v + 1}
+    for f in (f for f in fields(backend_options) if not f.metadata.get("measured", True)):
         value = getattr(backend_options(), f.name)
-        if type(value) in other:
-            changed = backend_options(**{f.name: other[type(value)](value)})
-            again = SweepSpec("m", ProbeSpec(name, probe_options()), offsets=range(8), backend=changed)
-            assert SweepIdentity.of(again, 4, GEOMETRY, 16) == identity, f.name
+        assert type(value) in other, f"{f.name}: teach this test another value of a {type(value).__name__}"
+        changed = backend_options(**{f.name: other[type(value)](value)})
+        again = SweepSpec("m", ProbeSpec(name, probe_options()), offsets=range(8), backend=changed)
+        assert SweepIdentity.of(again, 4, GEOMETRY, 16) == identity, f.name
     assert SweepIdentity.of(spec, 4, GEOMETRY, 8) != identity  # the batch size is part of it
 
 
