@@ -66,10 +66,10 @@ def test_a_placement_that_fails_the_whole_prompt_check_falls_back_to_the_whole_s
     calls = []
     real = padding.fit
 
-    def failing_whole_check(encode, decode, b, a, pad, fuse, head=()):
+    def failing_whole_check(encode, decode, b, a, pad, fuse, head=(), sides=None):
         calls.append(len(b))
         first_whole = len(b) == len(before) and calls.count(len(before)) == 1
-        return None if first_whole else real(encode, decode, b, a, pad, fuse, head)
+        return None if first_whole else real(encode, decode, b, a, pad, fuse, head, sides)
 
     monkeypatch.setattr(padding, "fit", failing_whole_check)
     placed = placer.place(before, after, ("=",), OFFSETS, "test")

@@ -19,20 +19,18 @@ Shape legend: B contents, P shared prefix tokens, S suffix tokens, V vocabulary.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from phasescope.backends.base import greedy_along, result
 from phasescope.backends.scoring import refuse_broken, results_from_next_token
 from phasescope.probes.base import ProbeItem
+from phasescope.probes.padding import common_length
 
 
 def common_prefix(sequences: list[list[int]]) -> int:
-    first = sequences[0]
     length = min(len(s) for s in sequences)
     for seq in sequences[1:]:
-        diff = np.flatnonzero(np.asarray(first[:length]) != np.asarray(seq[:length]))
-        length = int(diff[0]) if len(diff) else length
+        length = common_length(sequences[0][:length], seq)
     return length
 
 

@@ -61,7 +61,7 @@ import numpy as np
 from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
 from phasescope.probes.base import Probe, ProbeError, ProbeItem
 from phasescope.probes.kv_options import TextKVSpec
-from phasescope.probes.padding import Padding, fit, measure, shapes
+from phasescope.probes.padding import Padding, encode_sides, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
 from phasescope.probes.pairs import PairFormat, encode_many_fast
 
@@ -101,16 +101,17 @@ class Fillers:
     def between(self, left: str, right: str, tokens: int, where: str) -> Padding:
         if tokens == 0:
             return Padding("", 0, 0, ())
+        sides = encode_sides(self.encode, left, right)
         if tokens in self.known:
             known = self.known[tokens]
-            placed = fit(self.encode, self.decode, left, right, known.text, False)
+            placed = fit(self.encode, self.decode, left, right, known.text, False, sides=sides)
             if placed is not None and placed[2] - placed[1] == tokens:
                 ids, start, end = placed
                 return Padding(known.text, known.units, tokens, tuple(ids[start:end]))
-        want = len(self.encode(left)) + len(self.encode(right)) + tokens
+        want = len(sides[0]) + len(sides[1]) + tokens
         for unit in self.units:
             for shape in shapes(unit, 2 * tokens + 8):
-                found = measure(self.encode, self.decode, left, right, shape, False)
+                found = measure(self.encode, self.decode, left, right, shape, False, sides=sides)
                 if want in found:
                     self.known[tokens] = found[want]
                     return found[want]

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from phasescope.probes.base import ProbeError
 
 Encode = Callable[[str], list[int]]
@@ -67,38 +69,59 @@ def _is_space(decode: Callable[[list[int]], str] | None, token: int) -> bool:
     return decode is not None and decode([token]).strip() == ""
 
 
+def encode_sides(encode: Encode, before: str, after: str, head: tuple[int, ...] = ()) -> tuple[list[int], list[int]]:
+    """The ids of the text before the padding (after ``head``) and after it, each encoded on its
+    own: what every padded prompt must keep. A search encodes them once, not once per padding."""
+    return list(head) + encode(before), encode(after)
+
+
 def fit(
-    encode: Encode, decode, before: str, after: str, pad: str, fuse_space: bool, head: tuple[int, ...] = ()
+    encode: Encode,
+    decode,
+    before: str,
+    after: str,
+    pad: str,
+    fuse_space: bool,
+    head: tuple[int, ...] = (),
+    sides: tuple[list[int], list[int]] | None = None,
 ) -> tuple[list[int], int, int] | None:
     """(the padded prompt's ids, start, end of the padding region in them) when the text before
     and after the padding reads back as each does on its own (whitespace tokens next to the
-    padding may fuse into it when ``fuse_space``), else None. ``head``: ids before the text (BOS)."""
-    planned_before, planned_after = list(head) + encode(before), encode(after)
+    padding may fuse into it when ``fuse_space``), else None. ``head``: ids before the text (BOS);
+    ``sides``: ``encode_sides`` of before and after, when the caller has them."""
+    planned_before, planned_after = sides or encode_sides(encode, before, after, head)
     padded = list(head) + encode(before + pad + after)
-    start = _common(planned_before, padded)
-    end = len(padded) - _common(planned_after[::-1], padded[start:][::-1])
+    start = common_length(planned_before, padded)
+    end = len(padded) - common_length(planned_after[::-1], padded[start:][::-1])
     lost = planned_before[start:] + planned_after[: len(planned_after) - (len(padded) - end)]
     if lost and not (fuse_space and all(_is_space(decode, t) for t in lost)):
         return None
     return padded, start, end
 
 
-def _common(a: list[int], b: list[int]) -> int:
-    """Length of the common prefix of a and b."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+def common_length(a: list[int], b: list[int]) -> int:
+    """Length of the common prefix of a and b (compared in numpy: prompts run to 128K ids)."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if len(differ) else n
 
 
 def measure(
-    encode: Encode, decode, before: str, after: str, shape: list[tuple[str, int]], fuse_space: bool, head=()
+    encode: Encode,
+    decode,
+    before: str,
+    after: str,
+    shape: list[tuple[str, int]],
+    fuse_space: bool,
+    head=(),
+    sides: tuple[list[int], list[int]] | None = None,
 ) -> dict[int, Padding]:
     """Prompt length -> the first padding of ``shape`` giving it (paddings that change the text
-    around them are left out)."""
+    around them are left out). ``sides``: as for ``fit``."""
+    sides = sides or encode_sides(encode, before, after, head)
     found: dict[int, Padding] = {}
     for text, units in shape:
-        placed = fit(encode, decode, before, after, text, fuse_space, head)
+        placed = fit(encode, decode, before, after, text, fuse_space, head, sides)
         if placed is not None and len(placed[0]) not in found:
             ids, start, end = placed
             found[len(ids)] = Padding(text, units, end - start, tuple(ids[start:end]))
@@ -201,11 +224,12 @@ class AnswerPlacer:
         """(the placement, None) or (None, the unreached offsets by unit); ``shift``: tokens the
         text outside ``before`` and ``after`` adds to every length (the local search)."""
         most_units = 2 * (max(offsets) + 4 * self.step) + 8  # a unit rarely takes under half a token
+        sides = encode_sides(self.encode, before, after, self.head)
         unreached = []
         for unit in units:
             mixed: dict[int, Padding] = {}
             for shape in shapes(unit, most_units, self.single_run):
-                measured = measure(self.encode, self.decode, before, after, shape, True, self.head)
+                measured = measure(self.encode, self.decode, before, after, shape, True, self.head, sides)
                 found = {n + shift: pad for n, pad in measured.items()}
                 for tables in (found, mixed | {n: p for n, p in found.items() if n not in mixed}):
                     base = first_base(set(tables), offsets, lowest, self.step, self.align)
@@ -224,8 +248,9 @@ class AnswerPlacer:
         placed, _ = self._search(near_before, near_after, units, offsets, lowest, shift)
         if placed is None:
             return None
+        sides = encode_sides(self.encode, before, after, self.head)
         for d, pad in placed.paddings.items():
-            whole = fit(self.encode, self.decode, before, after, pad.text, True, self.head)
+            whole = fit(self.encode, self.decode, before, after, pad.text, True, self.head, sides)
             if whole is None or len(whole[0]) != placed.base + d or tuple(whole[0][whole[1] : whole[2]]) != pad.ids:
                 return None
         return placed
