@@ -108,10 +108,35 @@ def intercepts(n_cols: int, component: np.ndarray | None) -> np.ndarray:
     return (component[:, None] == np.arange(int(component.max()) + 1)[None]).astype(float)
 
 
+def frozen(a: np.ndarray | None) -> tuple | None:
+    """An array as a hashable cache key (dtype, shape, bytes): the same values give the same key."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def thawed(key: tuple | None) -> np.ndarray | None:
+    """The read-only array of a ``frozen`` key."""
+    if key is None:
+        return None
+    dtype, shape, data = key
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
 def design(offset: np.ndarray, degree: int, labels: np.ndarray, component: np.ndarray | None = None) -> np.ndarray:
-    """[J, K]: the components' intercepts (G), Legendre 1..degree, label indicators (last)."""
+    """[J, K]: the components' intercepts (G), Legendre 1..degree, label indicators (last). Read-only,
+    cached by value: the checks of every degree and period candidate rebuild the same few designs."""
+    return _design(frozen(offset), degree, frozen(labels), frozen(component))
+
+
+@lru_cache(maxsize=128)
+def _design(offset: tuple, degree: int, labels: tuple, component: tuple | None) -> np.ndarray:
+    offset, labels, component = thawed(offset), thawed(labels), thawed(component)
     base = intercepts(len(offset), component)
-    return np.concatenate([base, legendre(offset.astype(float), degree), dummies(labels)], axis=1)
+    out = np.concatenate([base, legendre(offset.astype(float), degree), dummies(labels)], axis=1)
+    out.flags.writeable = False
+    return out
 
 
 def wls_map(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -133,7 +158,15 @@ def label_rows(n_labels: int, n_cols: int) -> np.ndarray:
 
 
 def full_rank(x: np.ndarray) -> bool:
-    return x.shape[0] >= x.shape[1] and np.linalg.matrix_rank(x) == x.shape[1]
+    """Whether x has full column rank. Cached by value: the designs depend on the offsets and labels
+    only, so calibration asks about the same few matrices tens of thousands of times."""
+    return x.shape[0] >= x.shape[1] and _full_rank(frozen(x))
+
+
+@lru_cache(maxsize=1024)
+def _full_rank(x: tuple) -> bool:
+    x = thawed(x)
+    return bool(np.linalg.matrix_rank(x) == x.shape[1])
 
 
 def inflation(
@@ -157,10 +190,11 @@ def label_se(
 ) -> np.ndarray:
     """[L] each label effect's standard error with this trend degree (independent records; inf
     when not estimable)."""
+    n_labels = len(np.unique(labels))
     x = design(offset, degree, labels, component)
     if not full_rank(x):
-        return np.full(len(np.unique(labels)), np.inf)
-    rows = label_rows(len(np.unique(labels)), x.shape[1])
+        return np.full(n_labels, np.inf)
+    rows = label_rows(n_labels, x.shape[1])
     cov = np.linalg.pinv(x.T @ (weight[:, None] * x), hermitian=True)
     return np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 1e-300))
 
@@ -230,9 +264,17 @@ def check_design(
     offset: np.ndarray, degree: int, labels: np.ndarray, component: np.ndarray | None = None
 ) -> np.ndarray:
     """[J, K]: the components' intercepts, Legendre 1..degree, modulated label indicators (the
-    lack-of-fit model)."""
+    lack-of-fit model). Read-only, cached by value like ``design``."""
+    return _check_design(frozen(offset), degree, frozen(labels), frozen(component))
+
+
+@lru_cache(maxsize=128)
+def _check_design(offset: tuple, degree: int, labels: tuple, component: tuple | None) -> np.ndarray:
+    offset, labels, component = thawed(offset), thawed(labels), thawed(component)
     trend = np.concatenate([intercepts(len(offset), component), legendre(offset.astype(float), degree)], axis=1)
-    return np.concatenate([trend, modulated(offset, labels)], axis=1)
+    out = np.concatenate([trend, modulated(offset, labels)], axis=1)
+    out.flags.writeable = False
+    return out
 
 
 def lack_of_fit_p(fx: OffsetEffects, labels: np.ndarray, degree: int, upto: int) -> float:
