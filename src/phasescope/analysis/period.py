@@ -337,19 +337,25 @@ def _explained_null(fx: OffsetEffects, full: WlsFit, trend: WlsFit, level: float
     return float(np.quantile(share, level))
 
 
-def _log_pvalues(fitted: Linear, groups: slice, dof: int) -> tuple[float, np.ndarray]:
-    """Log chi-square p-value of the residues' Wald statistic (logs: strong patterns would all
-    underflow to p = 0 and tie): observed, and one per bootstrap draw."""
-    observed = _wald(fitted.theta[groups], fitted.cov[groups, groups])
-    null = _wald(fitted.boot[:, groups], fitted.boot_cov[:, groups, groups])
-    return float(chi2.logsf(observed, dof)), chi2.logsf(null, dof)
+def _log_pvalues(fits: dict) -> tuple[dict[int, float], list[np.ndarray]]:
+    """Log chi-square p-value of each candidate's residue Wald statistic (logs: strong patterns would
+    all underflow to p = 0 and tie): observed, and one per bootstrap draw. One ``logsf`` call for all
+    candidates and draws: scipy's overhead per call was most of the cost, and the function is
+    elementwise, so each value is the one a call of its own gives."""
+    stats, dofs = [], []
+    for period, f in fits.items():
+        fitted, groups = f["fitted"], f["groups"]
+        observed = _wald(fitted.theta[groups], fitted.cov[groups, groups])
+        null = _wald(fitted.boot[:, groups], fitted.boot_cov[:, groups, groups])
+        stats.append(np.r_[observed, null])
+        dofs.append(np.full(len(stats[-1]), period - 1))
+    ends = np.cumsum([len(v) for v in stats])[:-1]
+    logs = np.split(chi2.logsf(np.concatenate(stats), np.concatenate(dofs)), ends)
+    return {period: float(v[0]) for period, v in zip(fits, logs, strict=True)}, [v[1:] for v in logs]
 
 
 def _test(fits: dict, step: int, alpha: float) -> dict:
-    observed, null = {}, []
-    for period, f in fits.items():
-        observed[period], draws = _log_pvalues(f["fitted"], f["groups"], period - 1)
-        null.append(draws)
+    observed, null = _log_pvalues(fits)
     smallest = min(observed.values())
     p_value = bootstrap_p(-np.min(null, axis=0), -smallest)  # small p-values are extreme
     if p_value >= alpha:
