@@ -140,9 +140,19 @@ def _design(offset: tuple, degree: int, labels: tuple, component: tuple | None) 
 
 
 def wls_map(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """[K, J]: weighted least squares coefficients as a linear map of the column effects."""
+    """[K, J]: weighted least squares coefficients as a linear map of the column effects. Read-only,
+    cached by value: one analysis asks for the same map up to four times (the phase model in the trend
+    checks, the phase effects and the period test; the most flexible trend at every degree tried)."""
+    return _wls_map(frozen(x), frozen(weight))
+
+
+@lru_cache(maxsize=64)
+def _wls_map(x: tuple, weight: tuple) -> np.ndarray:
+    x, weight = thawed(x), thawed(weight)
     root = np.sqrt(weight)[:, None]
-    return np.linalg.pinv(root * x) * root.T
+    out = np.linalg.pinv(root * x) * root.T
+    out.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=256)
