@@ -195,7 +195,9 @@ def _contents(
     if s.ceiling_share:
         p[rng.random(n) < s.ceiling_share] = 1.0
     gain = p - np.where(p == 1.0, 1.0, np.clip(base, 0.01, 0.99))
-    seen = np.stack([(phases == q).sum(axis=1) for q in range(s.step)], 1)
+    # records of each content at each phase [n, step]: one bincount of (content, phase) codes (a
+    # comparison and a sum per phase took 3x longer)
+    seen = np.bincount((np.arange(n)[:, None] * s.step + phases).ravel(), minlength=n * s.step).reshape(n, s.step)
     total = np.stack([np.where(phases == q, gain, 0.0).sum(axis=1) for q in range(s.step)], 1)
     acting = np.where(seen > 0, total / np.maximum(seen, 1), 0.0)
     return p, u, acting - acting.mean(axis=1, keepdims=True), phases
@@ -218,10 +220,11 @@ def _truth(s: Scenario, common: Common, rng: np.random.Generator) -> Truth:
     accuracy = np.full(s.step, np.nan)
     seen = np.flatnonzero(np.bincount(phases.ravel(), minlength=s.step))  # the phases swept (np.unique: 10x slower)
     for phase in seen:
-        keep = np.ones(POPULATION, dtype=bool)
+        mask = phases == phase
         if s.missing is not None and s.missing[0] == phase:
-            keep = u >= common.missing_below
-        accuracy[phase] = p[keep[:, None] & (phases == phase)].mean()
+            mask &= (u >= common.missing_below)[:, None]
+        # np.compress takes the same values in the same (row-major) order as p[mask], in half the time
+        accuracy[phase] = np.compress(mask.ravel(), p.ravel()).mean()
     return Truth(accuracy, 100 * float(np.sqrt((own**2).mean())), s.true_gap_pp, s.true_effects)
 
 
