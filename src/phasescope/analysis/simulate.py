@@ -190,7 +190,9 @@ def _contents(
     if s.phase_sd_pp:
         own = rng.normal(0, s.phase_sd_pp / 100, size=(n, s.step))
         own -= own.mean(axis=1, keepdims=True)
-    planted = s.true_effects[phases] + np.take_along_axis(own, phases, axis=1)
+    planted = s.true_effects[phases]
+    if s.phase_sd_pp:  # else own is zeros: adding them flips at most a zero's sign, and the clip maps both to 0.01
+        planted = planted + np.take_along_axis(own, phases, axis=1)
     p = np.clip(base + planted, 0.01, 0.99)
     if s.ceiling_share:
         p[rng.random(n) < s.ceiling_share] = 1.0
