@@ -32,20 +32,29 @@ import numpy as np
 
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized
 from phasescope.analysis.offset_effects import MIN_CONTENTS
-from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.records import RecordArrays, unique_rows
 from phasescope.analysis.trend import legendre
 
 
 def _cell_means(r: RecordArrays) -> dict[tuple[int, int, int], tuple[float, float, int]]:
-    """(content, offset, variant) -> (accuracy, same-window flag, value phase)."""
-    out: dict[tuple[int, int, int], list] = {}
-    for i in range(len(r.content)):
-        key = (int(r.content[i]), int(r.offset[i]), int(r.variant[i]))
-        out.setdefault(key, []).append(i)
-    return {
-        key: (float(r.correct[rows].mean()), float(r.same_window[rows[0]]), int(r.phase[rows[0]]))
-        for key, rows in out.items()
-    }
+    """(content, offset, variant) -> (accuracy, same-window flag, value phase), keyed in the order the
+    records first show each cell (the fit's rows follow it); the flag and phase are the first
+    record's. Grouped by numpy (a Python loop over the records took 20 ms a sweep); the answers are
+    0/1, so each cell's sum is an exact integer whatever the order of the additions."""
+    keys, cell = unique_rows(np.stack([r.content, r.offset, r.variant], axis=1))
+    first = np.full(len(keys), len(cell))
+    np.minimum.at(first, cell, np.arange(len(cell)))
+    accuracy = np.bincount(cell, weights=r.correct, minlength=len(keys)) / np.bincount(cell, minlength=len(keys))
+    order = np.argsort(first)
+    rows = first[order]  # each cell's first record
+    cells = zip(
+        keys[order].tolist(),
+        accuracy[order].tolist(),
+        r.same_window[rows].tolist(),
+        r.phase[rows].tolist(),
+        strict=True,
+    )
+    return {(int(c), int(d), int(v)): (y, float(same), int(phase)) for (c, d, v), y, same, phase in cells}
 
 
 def _status_by_phase(r: RecordArrays) -> dict[int, list[str]]:
