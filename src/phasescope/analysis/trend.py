@@ -130,7 +130,7 @@ def design(offset: np.ndarray, degree: int, labels: np.ndarray, component: np.nd
     return _design(frozen(offset), degree, frozen(labels), frozen(component))
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=512)  # 48 offsets: a dozen period candidates' labels times twenty degrees
 def _design(offset: tuple, degree: int, labels: tuple, component: tuple | None) -> np.ndarray:
     offset, labels, component = thawed(offset), thawed(labels), thawed(component)
     base = intercepts(len(offset), component)
