@@ -181,22 +181,22 @@ class RecordArrays:
         (``intervals.cluster_proportion``; [None, None] under ``min_units`` contents)."""
         from phasescope.analysis.intervals import cluster_proportion
 
-        out = []
-        for d in np.unique(self.offset):
-            at = self.offset == d
-            right = np.bincount(self.content[at], weights=self.correct[at], minlength=self.n_contents)
-            total = np.bincount(self.content[at], minlength=self.n_contents)
-            out.append(list(cluster_proportion(right, total, min_units=min_units)))
-        return out
+        # [D, C] right and total records per (offset, content), one bincount each: every bin adds the same
+        # records in the same order as a bincount per offset did, so the sums are the same
+        offsets, index = np.unique(self.offset, return_inverse=True)
+        shape = (len(offsets), self.n_contents)
+        code = index * self.n_contents + self.content
+        right = np.bincount(code, weights=self.correct, minlength=shape[0] * shape[1]).reshape(shape)
+        total = np.bincount(code, minlength=shape[0] * shape[1]).reshape(shape)
+        return [list(cluster_proportion(right[i], total[i], min_units=min_units)) for i in range(len(offsets))]
 
     def phase_by_offset(self) -> list[int | None]:
         """The phase at each distinct offset when every record there has the same one, else None."""
-        offsets = np.unique(self.offset)
-        out = []
-        for d in offsets:
-            phases = np.unique(self.phase[self.offset == d])
-            out.append(int(phases[0]) if len(phases) == 1 else None)
-        return out
+        offsets, index = np.unique(self.offset, return_inverse=True)
+        pairs, _ = unique_rows(np.stack([index, self.phase], axis=1))  # distinct (offset, phase), sorted
+        counts = np.bincount(pairs[:, 0], minlength=len(offsets))
+        first = np.searchsorted(pairs[:, 0], np.arange(len(offsets)))
+        return [int(pairs[f, 1]) if c == 1 else None for f, c in zip(first, counts, strict=True)]
 
 
 ENDS = ("end_phase", "answer_pos")
