@@ -278,13 +278,26 @@ def test_the_estimate_is_within_2x_of_a_real_run(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    estimated, real = run("estimate"), run(str(tmp_path / "run"))
-    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
-    tokens = 32 * 128
-    real_step_s = float(np.median([tokens / r["tokens_per_s"] for r in log[1:] if "eval_loss" not in r]))
-    assert 0.5 <= estimated["step_s"] / real_step_s <= 2, (estimated, real_step_s)
+    def step_s(run_dir) -> float:
+        log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+        return float(np.median([32 * 128 / r["tokens_per_s"] for r in log[1:] if "eval_loss" not in r]))
+
+    # The other pytest worker's load only ever slows a process, and it can slow one of the two and
+    # not the other (a fresh clone's suite once read 2.08x). On a miss both are measured again and
+    # the faster time of each side is compared: a real misestimate misses both times.
+    estimates, reals, real_steps = [], [], []
+    for attempt in range(2):
+        estimates.append(run("estimate"))
+        reals.append(run(str(tmp_path / f"run{attempt}")))
+        real_steps.append(step_s(tmp_path / f"run{attempt}"))
+        ratio = min(e["step_s"] for e in estimates) / min(real_steps)
+        if 0.5 <= ratio <= 2:
+            break
+    assert 0.5 <= ratio <= 2, (estimates, real_steps)
+    estimated, real = estimates[-1], reals[-1]
     assert 0.5 <= estimated["peak_memory_gib"] / real["maxrss_gib"] <= 2, (estimated, real)
-    assert estimated["total_s"] <= 2 * real["total_s"]  # the real run also writes checkpoints and its log
+    # the real run also writes checkpoints and its log
+    assert min(e["total_s"] for e in estimates) <= 2 * min(r["total_s"] for r in reals)
 
 
 def test_the_train_command_says_what_ctrl_c_kept_and_what_resume_continues_from(tmp_path, monkeypatch):
