@@ -19,8 +19,8 @@ Shape legend: N records, C contents.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import t as t_dist
 
+from phasescope.analysis.intervals import t_quantile
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.records import RecordArrays
 
@@ -45,7 +45,7 @@ def mean_interval(means: np.ndarray, level: float = 0.95) -> tuple[float | None,
     centre = float(means.mean())
     if len(means) < MIN_CONTENTS:
         return centre, None
-    half = t_dist.ppf(0.5 + level / 2, len(means) - 1) * means.std(ddof=1) / np.sqrt(len(means))
+    half = t_quantile(0.5 + level / 2, len(means) - 1) * means.std(ddof=1) / np.sqrt(len(means))
     return centre, [max(0.0, centre - half), min(1.0, centre + half)]
 
 

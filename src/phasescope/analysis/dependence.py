@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import t as t_dist
 
+from phasescope.analysis.intervals import t_quantile
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.records import RecordArrays, unique_rows
 from phasescope.analysis.trend import label_rows
@@ -120,7 +121,7 @@ def phase_dependence(r: RecordArrays, drift: np.ndarray | None, level: float = 0
     if len(products) < MIN_CONTENTS:
         return out | {"note": f"only {len(products)} content samples: interval and p-value need {MIN_CONTENTS}"}
     mean, se = float(products.mean()), float(products.std(ddof=1) / np.sqrt(len(products)))
-    half = t_dist.ppf(0.5 + level / 2, len(products) - 1) * se
+    half = t_quantile(0.5 + level / 2, len(products) - 1) * se
     low, high = (100 * np.sqrt(max(v, 0.0)) for v in (mean - half, mean + half))
     if se < 1e-12:  # every content gives the same value (a deterministic model): nothing to test against
         return out | {"note": "every content gives the same value: no sampling variation for an interval or p-value"}

@@ -39,9 +39,9 @@ Shape legend: N records, C contents, K regressors, B bootstrap draws, L phases o
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
+from phasescope.analysis.intervals import t_quantile
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.phase_effects import WALD_TOL, _wald, pairwise, range_bounds
 from phasescope.analysis.pvalue import p_text
@@ -194,7 +194,7 @@ def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_conten
     rows = _level_rows(n_levels)
     effect = rows @ beta
     se = np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 0.0))
-    t_crit = float(stats.t.ppf(0.975, max(n_contents - 1, 1)))
+    t_crit = t_quantile(0.975, max(n_contents - 1, 1))
     for row, e, s in zip(t["phases"], effect, se, strict=True):
         row["effect_pp"] = 100 * float(e)
         row["effect_ci_pp"] = [100 * float(e - t_crit * s), 100 * float(e + t_crit * s)]

@@ -31,7 +31,7 @@ def t_summary(values) -> dict:
     row["mean"] = mean
     if n > 1:
         se = float(values.std(ddof=1) / np.sqrt(n))
-        half = float(student_t.ppf(0.975, n - 1) * se)
+        half = float(t_quantile(0.975, n - 1) * se)
         row["ci_low"], row["ci_high"] = mean - half, mean + half
         if se > 0:
             row["p_value"] = float(2 * student_t.sf(abs(mean) / se, n - 1))

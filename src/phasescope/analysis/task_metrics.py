@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from scipy import stats
 
+from phasescope.analysis.intervals import t_quantile
 from phasescope.rundir.records import Record
 
 MIN_CONTENTS = 10  # as candidate probabilities: fewer documents give no interval
@@ -69,7 +69,7 @@ def phase_row(rows: list[tuple], phase: int) -> dict:
     row["value"] = float(means.mean())
     if len(means) >= MIN_CONTENTS:
         sem = means.std(ddof=1) / np.sqrt(len(means))
-        half = float(stats.t.ppf(0.975, len(means) - 1) * sem)
+        half = float(t_quantile(0.975, len(means) - 1) * sem)
         low, high = row["value"] - half, row["value"] + half
         if means.min() >= 0 and means.max() <= 1:  # a rate: the interval stays in [0, 1]
             low, high = max(0.0, low), min(1.0, high)
