@@ -18,19 +18,28 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows in the same (lexicographic) order and each row's index among them [N]. Each row is coded as
     one int64 (mixed radix over the columns' ranges), so the sort is a plain one: ``np.unique`` with
     ``axis`` sorts structured rows, ~10x slower, and calibration runs it thousands of times."""
-    if len(keys) == 0 or not np.issubdtype(keys.dtype, np.integer):
+    code = _row_codes(keys)
+    if code is None:
         unique, inverse = np.unique(keys, axis=0, return_inverse=True)
         return unique, inverse.reshape(-1)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    return keys[first], inverse.reshape(-1)
+
+
+def _row_codes(keys: np.ndarray) -> np.ndarray | None:
+    """[N] each integer row as one int64 (mixed radix over the columns' ranges), in the rows'
+    lexicographic order; None when there are no rows, they are not integers, or a code would
+    overflow int64."""
+    if len(keys) == 0 or not np.issubdtype(keys.dtype, np.integer):
+        return None
     low = keys.min(axis=0)
     spans = [int(v) for v in keys.max(axis=0) - low + 1]
-    if np.prod([float(v) for v in spans]) >= 2.0**62:  # the codes would overflow int64
-        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-        return unique, inverse.reshape(-1)
+    if np.prod([float(v) for v in spans]) >= 2.0**62:
+        return None
     code = np.zeros(len(keys), dtype=np.int64)
     for column, span in enumerate(spans):
         code = code * span + (keys[:, column] - low[column])
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    return keys[first], inverse.reshape(-1)
+    return code
 
 
 @dataclass

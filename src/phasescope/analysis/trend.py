@@ -78,16 +78,31 @@ class TrendChoice:
         }
 
 
+def frozen(a: np.ndarray | None) -> tuple | None:
+    """An array as a hashable cache key (dtype, shape, bytes): the same values give the same key."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def thawed(key: tuple | None) -> np.ndarray | None:
+    """The read-only array of a ``frozen`` key."""
+    if key is None:
+        return None
+    dtype, shape, data = key
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
 def legendre(offset: np.ndarray, degree: int) -> np.ndarray:
     """[J, degree] Legendre polynomials 1..degree of the offset scaled to [-1, 1]. Read-only, cached
     by value: a calibration run expands the same few offset grids over a hundred thousand times."""
-    offset = np.asarray(offset)
-    return _legendre(offset.dtype.str, offset.tobytes(), degree)
+    return _legendre(frozen(offset), degree)
 
 
 @lru_cache(maxsize=128)
-def _legendre(dtype: str, values: bytes, degree: int) -> np.ndarray:
-    offset = np.frombuffer(values, dtype=dtype)
+def _legendre(offset: tuple, degree: int) -> np.ndarray:
+    offset = thawed(offset)
     lo, hi = float(offset.min()), float(offset.max())
     x = 2 * (offset - lo) / (hi - lo) - 1 if hi > lo else np.zeros(len(offset))
     out = np.polynomial.legendre.legvander(x, degree)[:, 1:]
@@ -106,22 +121,6 @@ def intercepts(n_cols: int, component: np.ndarray | None) -> np.ndarray:
     if component is None:
         return np.ones((n_cols, 1))
     return (component[:, None] == np.arange(int(component.max()) + 1)[None]).astype(float)
-
-
-def frozen(a: np.ndarray | None) -> tuple | None:
-    """An array as a hashable cache key (dtype, shape, bytes): the same values give the same key."""
-    if a is None:
-        return None
-    a = np.asarray(a)
-    return a.dtype.str, a.shape, a.tobytes()
-
-
-def thawed(key: tuple | None) -> np.ndarray | None:
-    """The read-only array of a ``frozen`` key."""
-    if key is None:
-        return None
-    dtype, shape, data = key
-    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def design(offset: np.ndarray, degree: int, labels: np.ndarray, component: np.ndarray | None = None) -> np.ndarray:
