@@ -33,9 +33,11 @@ def test_end_shifts_cover_every_end_residue_at_every_needle_phase_and_only_cross
     rng = np.random.default_rng(0)
     shifts = end_shifts("crossed", OFFSETS, 4, rng)
     lead = min(shifts.values())
-    assert 0 <= lead < 4 and max(shifts.values()) <= 2 * 4 - 2
+    assert 0 <= lead < 8 and max(shifts.values()) <= 2 * 8 - 2, "the longest period tested at step 4 is 8"
     for phase in range(4):
         assert {(shifts[d] - lead) % 4 for d in OFFSETS if d % 4 == phase} == {0, 1, 2, 3}
+    # the prompt end moves over the residues mod 8 too, not only over s consecutive lengths
+    assert len({shifts[d] % 8 for d in OFFSETS}) >= 6
     state = np.random.default_rng(1).bit_generator.state
     quiet = np.random.default_rng(1)
     for design in ("shift-needle", "pad-prefix", "shift-end"):

@@ -148,7 +148,8 @@ def test_decoded_answers_that_their_log_probs_contradict_are_read_not_refused(st
     server = stack(("length", 4, 3))
     out = tmp_path / "r"
     records = sweep(server, answers="generation", design="crossed", samples=6, offsets=range(8), out=out).records
-    contradicted = [r for r in records if r.correct and max(r.logprobs, key=r.logprobs.get) != r.target]
+    # right as decoded, yet teacher forcing gives the target under 1/2 (a later answer token's request meets the bug)
+    contradicted = [r for r in records if r.correct and r.logprob_target < -1.0]
     assert contradicted  # the case the reader must accept
     m = phasescope.analyze(out, n_resamples=100)
     assert m.overall_accuracy == pytest.approx(sum(r.correct for r in records) / len(records))

@@ -12,10 +12,13 @@ ends) and their distance's. Each design moves some of them with the offset::
     crossed       d                 e(d): a balanced draw          all three          --
 
 ``crossed``: at each needle phase, a content's offsets get end shifts that run through every
-residue 0..s-1 in a random order (then again), plus a per-content lead in 0..s-1, so every
-content is seen at every (needle phase, prompt-end phase) pair once its offsets span s windows
-of the step, and the end shift is independent of the offset within a content (a drift along
-the offsets cannot pass for a prompt-end effect).
+residue 0..s-1 in a random order (then again), each in a block of s drawn in turn from the P / s
+blocks of the longest period P a factor is tested at (``phases.longest_period``: 8 at step 4), plus
+a per-content lead in 0..P-1. So every content is seen at every (needle phase, prompt-end phase)
+pair once its offsets span s windows of the step, the prompt end moves over every residue mod P
+(a fault at prompt length ≡ 5 mod 8 is seen as such, not as ≡ 1 mod 4), and the end shift is
+independent of the offset within a content (a drift along the offsets cannot pass for a
+prompt-end effect).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from phasescope.phases import FACTORS, longest_period
 
 DESIGNS = ("shift-needle", "pad-prefix", "shift-end", "crossed")
 # Which of the three phases (the needle's, the prompt end's, their distance's: docs/design.md,
@@ -37,8 +42,9 @@ DESIGN_MOVES = {
 DESIGN_HELP = (
     "Placement: shift-needle (the needle moves, length fixed), pad-prefix (d filler tokens after BOS: "
     "everything moves), shift-end (d filler tokens before the question: the prompt end moves, the needle "
-    "stays) or crossed (the needle moves by d and the prompt end by its own balanced draw of 0..2s-2 tokens, "
-    "so every content is seen at every pair of needle phase and prompt-end phase)."
+    "stays) or crossed (the needle moves by d and the prompt end by its own balanced draw of 0..2P-2 tokens, "
+    "P = the longest period tested, 8 at step 4, so every content is seen at every pair of needle phase and "
+    "prompt-end phase)."
 )
 
 
@@ -56,7 +62,7 @@ def most_end_filler(design: str, span: int, step: int) -> int:
     """The most filler tokens a design puts before the question (room to leave for them)."""
     if design == "shift-end":
         return span
-    return 2 * max(step, 1) - 2 if design == "crossed" else 0
+    return 2 * longest_period(step) - 2 if design == "crossed" and step > 1 else 0
 
 
 def end_shifts(design: str, offsets: list[int], step: int, rng: np.random.Generator) -> dict[int, int]:
@@ -66,19 +72,23 @@ def end_shifts(design: str, offsets: list[int], step: int, rng: np.random.Genera
         return {d: d for d in offsets}
     if design != "crossed" or step <= 1:
         return {d: 0 for d in offsets}
-    lead = int(rng.integers(0, step))
+    period = longest_period(step)
+    blocks = period // step
+    lead = int(rng.integers(0, period))
     shifts = {}
     for phase in range(step):
         at = [d for d in offsets if d % step == phase]
-        rounds = math.ceil(len(at) / step)
-        draws = np.concatenate([rng.permutation(step) for _ in range(rounds)])[: len(at)] if at else []
-        shifts.update({d: lead + int(e) for d, e in zip(at, draws, strict=True)})
+        if not at:
+            continue
+        residues = np.concatenate([rng.permutation(step) for _ in range(math.ceil(len(at) / step))])
+        block = np.concatenate([rng.permutation(blocks) for _ in range(math.ceil(len(at) / blocks))])
+        shifts.update({d: lead + int(e) + step * int(b) for d, e, b in zip(at, residues, block, strict=False)})
     return shifts
 
 
 def describe(design: str) -> str:
     """'moves the needle's and the distance's phase; holds the prompt end's' for a design."""
-    names = {"needle": "the needle's", "end": "the prompt end's", "distance": "the distance's"}
+    names = {name: f.words.removesuffix(" phase") for name, f in FACTORS.items()}
     moved = [names[f] for f in DESIGN_MOVES[design]]
     held = [names[f] for f in names if f not in DESIGN_MOVES[design]]
     if held:

@@ -39,6 +39,7 @@ Shape legend: N records, C contents, K regressors, B bootstrap draws, L phases o
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import chi2
 
 from phasescope.analysis.cluster_ols import bootstrap_p, critical_value, fit, full_rank, studentized, within
 from phasescope.analysis.intervals import t_quantile
@@ -47,17 +48,35 @@ from phasescope.analysis.phase_effects import WALD_TOL, _wald, pairwise, range_b
 from phasescope.analysis.pvalue import p_text
 from phasescope.analysis.records import RecordArrays
 from phasescope.analysis.trend import legendre
+from phasescope.phases import FACTORS as TABLE
+from phasescope.phases import candidate_periods
+from phasescope.phases import words as group_words
 
-FACTORS = ("needle", "end", "distance")
-NAMES = {"needle": "the needle's phase", "end": "the prompt end's phase", "distance": "the distance's phase"}
+FACTORS = tuple(TABLE)
 N_PERMUTATIONS = 2000
 
 
 def factor_phases(r: RecordArrays) -> dict[str, np.ndarray] | None:
-    """[N] each record's phase of each factor (None: the records lack answer_pos or align)."""
+    """[N] each record's phase of each factor at the step (None: the records lack answer_pos or align)."""
     if r.end_phase is None:
         return None
     return {"needle": r.phase, "end": r.end_phase, "distance": (r.end_phase - r.phase) % r.step}
+
+
+def factor_positions(r: RecordArrays) -> tuple[dict[str, np.ndarray], list[int]] | None:
+    """[N] each factor's position (``phases.Factor.position``) and the periods it can be read at:
+    every candidate period (``phases.candidate_periods``) when the records carry the needle's
+    position, else only the step's divisors (the needle's position is then known modulo the step,
+    through its phase). None: the records do not say where the prompt ends."""
+    if r.end_phase is None or r.answer_pos is None:
+        return None
+    end = r.answer_pos - r.align
+    if r.anchor_pos is None:
+        periods = [p for p in candidate_periods(r.step) if r.step % p == 0]
+        return {"needle": r.phase, "end": end, "distance": end - r.phase}, periods
+    return {name: f.position(r.anchor_pos, r.answer_pos, r.align) for name, f in TABLE.items()}, candidate_periods(
+        r.step
+    )
 
 
 def _distinct(*columns: np.ndarray) -> int:
@@ -101,26 +120,32 @@ def factor_statistics(
     shape: dict | None = None,
 ) -> dict | None:
     """metrics.json's ``factors`` (None when the records do not say where the prompt ends);
-    ``shape``: their ``layout`` when the caller has it already."""
-    phases = factor_phases(r)
-    if phases is None:
+    ``shape``: their ``layout`` when the caller has it already. Each test is made at every
+    candidate period its factor can be read at (``factor_positions``) and names the one its
+    data pick (``period``)."""
+    phases, read = factor_phases(r), factor_positions(r)
+    if phases is None or read is None:
         return None
+    positions, periods = read
     shape = shape or layout(r, phases)
     informative = _informative(r)
     tests = []
     if shape["groups"]:
-        tests += _within(r, phases, shape["groups"], trend_degree, rng, n_boot, informative, trend_note)
+        tests += _within(r, positions, periods, shape["groups"], trend_degree, rng, n_boot, informative, trend_note)
     for f, value in shape["held"].items():
         if value is None:
-            tests.append(_between(r, phases[f], f, rng))
+            tests.append(_between(r, positions[f], periods, f, rng))
     return {
         "groups": shape["groups"],
         "held": {f: v for f, v in shape["held"].items()},
         "align": r.align,
+        "step": r.step,
+        "periods": periods,
         "n_informative_contents": informative,
         "tests": tests,
         "model": "linear probability model with content fixed effects, the phase statistics' trend over offsets "
-        "and answer_pos; each factor's phases tested by a cluster-robust Wald statistic (wild cluster bootstrap); "
+        "and answer_pos; each factor's residues modulo every candidate period tested by a cluster-robust Wald "
+        "statistic, the smallest chi-square p over the periods referred to the wild cluster bootstrap's; "
         "factors held within contents compared between contents by a permutation test",
     }
 
@@ -134,25 +159,26 @@ def _informative(r: RecordArrays) -> int:
     return int((high > low).sum())
 
 
-def _phase_rows(r: RecordArrays, labels: np.ndarray, levels: np.ndarray) -> list[dict]:
+def _class_rows(r: RecordArrays, labels: np.ndarray, period: int) -> list[dict]:
+    """Records and accuracy per residue of ``labels`` modulo ``period``."""
+    residue = labels % period
     rows = []
-    for p in levels:
-        mask = labels == p
+    for p in np.unique(residue):
+        mask = residue == p
         rows.append({"phase": int(p), "n": int(mask.sum()), "accuracy": float(r.correct[mask].mean())})
     return rows
 
 
-def _within(r, phases, groups, degree, rng, n_boot, informative, trend_note) -> list[dict]:
-    """One model for every group of tied factors; a test per group."""
-    name = lambda group: "+".join(group)  # noqa: E731
-    empty = [_test(name(g), g, "within", _phase_rows(r, phases[g[0]], np.unique(phases[g[0]]))) for g in groups]
-    if degree is None:
-        for t in empty:
-            t["note"] = "not tested: " + (trend_note or "the drift over offsets could not be separated from the phases")
-        return empty
+def _moving(r: RecordArrays, labels: np.ndarray, period: int) -> bool:
+    return _distinct(r.content, labels % period) > _distinct(r.content)
+
+
+def _design(r: RecordArrays, positions: dict, groups: list[list[str]], degree: int, period: int):
+    """The within-contents regressors with every group's residues modulo ``period`` (level 0 the
+    reference): (x [N,K], the groups' column slices, their levels), or None when not full rank."""
     blocks, slices, levels_of = [legendre(r.offset.astype(float), max(degree, 1))], [], []
     for g in groups:
-        labels = phases[g[0]]
+        labels = positions[g[0]] % period
         levels = np.unique(labels)
         start = sum(b.shape[1] for b in blocks)
         blocks.append((labels[:, None] == levels[None, 1:]).astype(float))
@@ -165,19 +191,48 @@ def _within(r, phases, groups, degree, rng, n_boot, informative, trend_note) -> 
     if not full_rank(x, weight):  # the prompt end moves with the offset (shift-end, pad-prefix): no term of its own
         x = base
     if not full_rank(x, weight):
+        return None
+    return x, slices, levels_of
+
+
+def _within(r, positions, periods, groups, degree, rng, n_boot, informative, trend_note) -> list[dict]:
+    """One model for every group of tied factors, each group's residues modulo the longest period
+    its data can carry (else the step); a test per group over the candidate periods."""
+    name = lambda group: "+".join(group)  # noqa: E731
+    empty = [_test(name(g), g, "within", _class_rows(r, positions[g[0]], r.step)) for g in groups]
+    if degree is None:
+        for t in empty:
+            t["note"] = "not tested: " + (trend_note or "the drift over offsets could not be separated from the phases")
+        return empty
+    layout_ = None
+    for longest in sorted({periods[-1], r.step}, reverse=True):
+        layout_ = _design(r, positions, groups, degree, longest)
+        if layout_ is not None:
+            break
+    if layout_ is None:
         for t in empty:
             t["note"] = "not tested: the factors' phases are not all seen apart from the drift within contents"
         return empty
-    y = within(r.correct, r.content, weight, r.n_contents)
-    model = fit(x, y, weight, r.content, r.n_contents)
+    x, slices, levels_of = layout_
+    y = within(r.correct, r.content, np.ones(len(r.correct)), r.n_contents)
+    model = fit(x, y, np.ones(len(r.correct)), r.content, r.n_contents)
     cov = model.covariance
     draws = list(model.draws(rng, n_boot)) if informative >= MIN_CONTENTS and n_boot > 0 else []
     out = []
-    for t, sl, levels in zip(empty, slices, levels_of, strict=True):
-        _effects(t, model.beta[sl], cov[sl, sl], len(levels), r.n_contents)
+    for t, g, sl, levels in zip(empty, groups, slices, levels_of, strict=True):
+        longest = int(levels.max()) + 1 if len(levels) else r.step
+        tried = [p for p in periods if longest % p == 0 and _moving(r, positions[g[0]], p)] or [r.step]
+        bases = {p: _class_basis(levels, p) for p in tried}
+        period = tried[-1]
         if draws:
-            t["p_value"] = _wald_p(model.beta[sl], cov[sl, sl], draws, sl)
-            t["range_ci_pp"] = _range_interval(model.beta[sl], cov[sl, sl], draws, sl, len(levels))
+            period = _shortest_explaining(model.beta[sl], cov[sl, sl], draws, sl, levels, period, tried)
+        t["period"], t["periods"] = period, tried
+        t["phases"] = _class_rows(r, positions[g[0]], period)
+        means = _class_means(levels, period)
+        _effects(t, means @ _level_rows(len(levels)), model.beta[sl], cov[sl, sl], r.n_contents)
+        if draws:
+            t["p_value"] = _min_p_value(model.beta[sl], cov[sl, sl], draws, sl, [bases[p] for p in tried])
+            t["range_ci_pp"] = _range_interval(means @ _level_rows(len(levels)), model.beta[sl], cov[sl, sl], draws, sl)
         else:
             t["note"] = f"no p-value under {MIN_CONTENTS} contents whose answers vary ({informative})"
         out.append(t)
@@ -186,12 +241,86 @@ def _within(r, phases, groups, degree, rng, n_boot, informative, trend_note) -> 
 
 def _test(name: str, members: list[str], kind: str, rows: list[dict]) -> dict:
     return {"name": name, "members": members, "kind": kind, "phases": rows, "range_pp": None, "range_ci_pp": None,
-            "p_value": None, "worst_phase": None, "best_phase": None, "note": None}  # fmt: skip
+            "p_value": None, "worst_phase": None, "best_phase": None, "note": None, "period": None,
+            "periods": []}  # fmt: skip
 
 
-def _effects(t: dict, beta: np.ndarray, cov: np.ndarray, n_levels: int, n_contents: int) -> None:
-    """Each phase's effect as a deviation from the mean over phases, with a t interval over contents."""
-    rows = _level_rows(n_levels)
+def _class_means(levels: np.ndarray, period: int) -> np.ndarray:
+    """[P', L] the mean over each residue class modulo ``period`` (P' classes seen) of the L levels."""
+    classes = np.unique(levels % period)
+    means = (levels[None, :] % period == classes[:, None]).astype(float)
+    return means / means.sum(axis=1, keepdims=True)
+
+
+def _class_basis(levels: np.ndarray, period: int) -> np.ndarray:
+    """[R, L-1] an orthonormal basis of the residue-class pattern modulo ``period`` as contrasts of
+    the level coefficients: R = classes - 1 directions, each a difference of class means."""
+    pattern = _class_means(levels, period) @ _level_rows(len(levels))  # [P', L-1], centred over classes
+    u, sv, vt = np.linalg.svd(pattern, full_matrices=False)
+    return vt[sv > 1e-9 * max(sv.max(initial=0.0), 1e-300)]
+
+
+def _min_p_statistic(beta: np.ndarray, cov: np.ndarray, basis: np.ndarray) -> float:
+    """-log of the chi-square p of the Wald statistic of ``basis @ beta`` (one period's pattern)."""
+    if len(basis) == 0:
+        return 0.0
+    wald = _wald(basis @ beta, basis @ cov @ basis.T)
+    return float(-chi2.logsf(wald, len(basis)))
+
+
+def _min_p_value(beta, cov, draws, sl, bases) -> float:
+    """Bootstrap p of the largest -log chi-square p over the periods' patterns (the smallest p),
+    each draw's statistic the same: a period's own tail is never read alone, so trying several
+    periods costs no false claims (``phase_effects._wald``: a direction with no spread and no effect
+    -- a deterministic server's untouched factor -- adds nothing)."""
+    observed = max(_min_p_statistic(beta, cov, b) for b in bases)
+    null = []
+    for delta, covs in draws:
+        d, c = delta[:, sl], covs[:, sl, sl]
+        per = [
+            -chi2.logsf(_wald(d @ b.T, np.einsum("rk,nkl,ql->nrq", b, c, b)), len(b)) for b in bases if len(b)
+        ]
+        null.append(np.max(per, axis=0) if per else np.zeros(len(d)))
+    return bootstrap_p(np.concatenate(null), observed, tol=WALD_TOL)
+
+
+NAMING_ALPHA = 0.05  # a longer period is named only when it explains significantly more than a divisor
+
+
+def _shortest_explaining(beta, cov, draws, sl, levels, best: int, tried: list[int]) -> int:
+    """The shortest tried divisor of ``best`` (the longest period tried) that ``best`` does not
+    beat: the part of ``best``'s pattern beyond it has a bootstrap Wald p of at least
+    NAMING_ALPHA. A fault at prompt length ≡ 3 mod 4 then reads 'mod 4' even where noise makes the
+    residues mod 8 fit best, and one at ≡ 5 mod 8 reads 'mod 8', not '≡ 1 mod 4'."""
+    for p in sorted(q for q in tried if q < best and best % q == 0):
+        beyond = _beyond_basis(levels, p, best)
+        if len(beyond) == 0:
+            return p
+        observed = float(_wald(beyond @ beta, beyond @ cov @ beyond.T))
+        null = np.concatenate(
+            [_wald(d[:, sl] @ beyond.T, np.einsum("rk,nkl,ql->nrq", beyond, c[:, sl, sl], beyond)) for d, c in draws]
+        )
+        if bootstrap_p(null, observed, tol=WALD_TOL) >= NAMING_ALPHA:
+            return p
+    return best
+
+
+def _beyond_basis(levels: np.ndarray, shorter: int, longer: int) -> np.ndarray:
+    """[R, L-1] an orthonormal basis of the pattern modulo ``longer`` beyond the one modulo ``shorter``."""
+
+    def spread(period: int) -> np.ndarray:  # [L, L] each level -> the mean of its class
+        classes = np.unique(levels % period)
+        member = (levels[:, None] % period == classes[None, :]).astype(float)
+        return member @ _class_means(levels, period)
+
+    pattern = (spread(longer) - spread(shorter)) @ _level_rows(len(levels))
+    _, sv, vt = np.linalg.svd(pattern, full_matrices=False)
+    return vt[sv > 1e-9 * max(sv.max(initial=0.0), 1e-300)]
+
+
+def _effects(t: dict, rows: np.ndarray, beta: np.ndarray, cov: np.ndarray, n_contents: int) -> None:
+    """Each class's effect (``rows @ beta``: a deviation from the mean over classes) with a t interval
+    over contents."""
     effect = rows @ beta
     se = np.sqrt(np.maximum(np.einsum("lk,km,lm->l", rows, cov, rows), 0.0))
     t_crit = t_quantile(0.975, max(n_contents - 1, 1))
@@ -211,35 +340,36 @@ def _level_rows(n_levels: int) -> np.ndarray:
     return rows - rows.mean(axis=0)
 
 
-def _range_interval(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice, n_levels: int) -> list[float]:
-    """95% interval of the factor's max - min phase effect, pp, as the gap's (``range_bounds``
-    at the bootstrap's max-|t| over every pairwise phase contrast)."""
-    pairs = pairwise(_level_rows(n_levels))  # [Q,L-1]
+def _range_interval(rows: np.ndarray, beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice) -> list[float]:
+    """95% interval of the factor's max - min class effect, pp, as the gap's (``range_bounds``
+    at the bootstrap's max-|t| over every pairwise class contrast)."""
+    pairs = pairwise(rows)  # [Q,L-1]
     max_t = np.concatenate([np.abs(studentized(pairs, d[:, sl], c[:, sl, sl])).max(axis=1) for d, c in draws])
     return [100 * v for v in range_bounds(pairs, beta, cov, float(critical_value(max_t)))]
 
 
-def _wald_p(beta: np.ndarray, cov: np.ndarray, draws: list, sl: slice) -> float:
-    """Bootstrap p of the group's Wald statistic (``phase_effects._wald``: a direction with no spread
-    and no effect -- a deterministic server's untouched factor -- adds nothing)."""
-    null = np.concatenate([_wald(delta[:, sl], covs[:, sl, sl]) for delta, covs in draws])
-    return bootstrap_p(null, float(_wald(beta, cov)), tol=WALD_TOL)
-
-
-def _between(r: RecordArrays, labels: np.ndarray, factor: str, rng: np.random.Generator) -> dict:
-    """A factor held within contents, different between them: contents' accuracies by its phase."""
+def _between(r: RecordArrays, labels: np.ndarray, periods: list[int], factor: str, rng: np.random.Generator) -> dict:
+    """A factor held within contents, different between them: contents' accuracies by its residue
+    modulo each candidate period, the largest between-class spread per degree of freedom over the
+    periods referred to its permutation distribution (contents' labels shuffled)."""
     total = np.bincount(r.content, minlength=r.n_contents)
     seen = total > 0
     accuracy = np.bincount(r.content, weights=r.correct, minlength=r.n_contents)[seen] / total[seen]
     label = np.zeros(r.n_contents, dtype=np.int64)
     label[r.content] = labels
     label = label[seen]
-    levels = np.unique(label)
+    tried = [p for p in periods if len(np.unique(label % p)) > 1] or [r.step]
+    period = tried[-1]
+    if seen.sum() >= MIN_CONTENTS and accuracy.min() < accuracy.max():
+        period = _shortest_between(accuracy, label, tried, rng)
+    residue = label % period
+    levels = np.unique(residue)
     rows = [
-        {"phase": int(p), "n_contents": int((label == p).sum()), "accuracy": float(accuracy[label == p].mean())}
+        {"phase": int(p), "n_contents": int((residue == p).sum()), "accuracy": float(accuracy[residue == p].mean())}
         for p in levels
     ]
     t = _test(factor, [factor], "between", rows)
+    t["period"], t["periods"] = period, tried
     mean = float(accuracy.mean())
     for row in rows:
         row["effect_pp"] = 100 * (row["accuracy"] - mean)
@@ -253,16 +383,38 @@ def _between(r: RecordArrays, labels: np.ndarray, factor: str, rng: np.random.Ge
     if accuracy.min() == accuracy.max():
         t["p_value"] = 1.0
         return t
-    t["p_value"] = _permutation_p(accuracy, label, levels, rng)
+    t["p_value"] = _permutation_p(accuracy, label, tried, rng)
     return t
 
 
-def _spread(accuracy: np.ndarray, label: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Between-phase sum of squares for each row of ``label`` [P,C] (or one [C])."""
+def _shortest_between(accuracy: np.ndarray, label: np.ndarray, tried: list[int], rng: np.random.Generator) -> int:
+    """The shortest tried divisor of the longest period that the longest does not beat between
+    contents: the spread of the longest period's classes, with the contents' labels shuffled
+    within each class of the shorter period (what the shorter period alone would give), has a
+    permutation p of at least NAMING_ALPHA."""
+    longest = tried[-1]
+    for p in sorted(q for q in tried if q < longest and longest % q == 0):
+        observed = float(_spread(accuracy, label % longest)[0])
+        shuffled = np.stack([_shuffle_within(label, label % p, rng) for _ in range(N_PERMUTATIONS // 4)])
+        if bootstrap_p(_spread(accuracy, shuffled % longest), observed) >= NAMING_ALPHA:
+            return p
+    return longest
+
+
+def _shuffle_within(label: np.ndarray, strata: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    out = label.copy()
+    for s in np.unique(strata):
+        where = np.flatnonzero(strata == s)
+        out[where] = label[rng.permutation(where)]
+    return out
+
+
+def _spread(accuracy: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """Between-class sum of squares for each row of ``label`` [P,C] (or one [C])."""
     label = np.atleast_2d(label)
     mean = accuracy.mean()
     total = np.zeros(len(label))
-    for p in levels:
+    for p in np.unique(label):
         mask = label == p
         count = mask.sum(axis=1)
         sums = (mask * accuracy).sum(axis=1)
@@ -270,22 +422,32 @@ def _spread(accuracy: np.ndarray, label: np.ndarray, levels: np.ndarray) -> np.n
     return total
 
 
-def _permutation_p(accuracy: np.ndarray, label: np.ndarray, levels: np.ndarray, rng: np.random.Generator) -> float:
-    observed = float(_spread(accuracy, label, levels)[0])
+def _permutation_p(accuracy: np.ndarray, label: np.ndarray, periods: list[int], rng: np.random.Generator) -> float:
+    """The largest spread per degree of freedom over ``periods`` against the same statistic with
+    the contents' labels shuffled."""
+
+    def statistic(labels: np.ndarray) -> np.ndarray:
+        return np.max(
+            [_spread(accuracy, labels % p) / max(len(np.unique(label % p)) - 1, 1) for p in periods], axis=0
+        )
+
     shuffled = np.stack([rng.permutation(label) for _ in range(N_PERMUTATIONS)])
-    return bootstrap_p(_spread(accuracy, shuffled, levels), observed)
+    return bootstrap_p(statistic(shuffled), float(statistic(label)[0]))
 
 
 # -- words ------------------------------------------------------------------------------------
 
 
-def describe_phase(factor: str, phase: int, step: int, align: int) -> str:
-    """'prompt length ≡ 3 mod 4' for the end; 'needle phase 3'; 'distance ≡ 1 mod 4'."""
-    if factor == "end":
-        return f"prompt length ≡ {(phase + align) % step} mod {step}"
-    if factor == "distance":
-        return f"needle-to-end distance ≡ {phase} mod {step}"
-    return f"needle phase {phase}"
+def describe_phase(factor: str, phase: int, step: int, align: int, period: int | None = None) -> str:
+    """'prompt length ≡ 3 mod 4' for the end; 'needle phase 3'; 'distance ≡ 1 mod 4'; at another
+    period than the step, 'prompt length ≡ 5 mod 8' (``phases.Factor.describe``)."""
+    return TABLE[factor].describe(phase, period or step, step, align)
+
+
+def others_words(t: dict, step: int) -> str:
+    """'the other phases' at the step, 'the other residues mod 8' at another period."""
+    period = t.get("period") or step
+    return "the other phases" if period == step else f"the other residues mod {period}"
 
 
 def worst_drop(t: dict) -> float:
@@ -295,10 +457,6 @@ def worst_drop(t: dict) -> float:
     worst = effects[t["worst_phase"]]
     others = [v for p, v in effects.items() if p != t["worst_phase"]]
     return worst - sum(others) / len(others) if others else 0.0
-
-
-def group_words(members: list[str]) -> str:
-    return " or ".join(NAMES[f] for f in members)
 
 
 def reading(factors: dict, adjusted: dict[str, float], step: int, alpha: float) -> str | None:
@@ -312,8 +470,8 @@ def reading(factors: dict, adjusted: dict[str, float], step: int, alpha: float) 
         f = t["members"][0]
         where = "between contents, " if t["kind"] == "between" else ""
         parts.append(
-            f"{group_words(t['members'])} ({describe_phase(f, t['worst_phase'], step, align)}: "
-            f"{worst_drop(t):+.1f} pp vs the other phases; {where}{p_text(t['p_value'])})"
+            f"{group_words(t['members'])} ({describe_phase(f, t['worst_phase'], step, align, t.get('period'))}: "
+            f"{worst_drop(t):+.1f} pp vs {others_words(t, step)}; {where}{p_text(t['p_value'])})"
         )
     others = [t for t in factors["tests"] if t not in claimed and t["p_value"] is not None]  # tested, not claimed
     if parts:
@@ -337,10 +495,10 @@ def design_words(factors: dict, claimed: list[dict]) -> str:
     for group in factors["groups"]:
         if len(group) > 1 and any(t["members"] == group for t in claimed):
             words.append(
-                f"this design moves {' and '.join(NAMES[f] for f in group)} together, so the effect could follow "
+                f"this design moves {' and '.join(TABLE[f].words for f in group)} together, so the effect could follow "
                 "either (--design crossed separates them)"
             )
     held = [f for f, v in factors["held"].items() if v is not None]
     if held:
-        words.append("it holds " + " and ".join(NAMES[f] for f in held) + " fixed")
+        words.append("it holds " + " and ".join(TABLE[f].words for f in held) + " fixed")
     return ("; " + "; ".join(words)) if words else ""

@@ -79,6 +79,9 @@ class RecordArrays:
     # [N] the prompt end's phase ((answer_pos - align) mod step) and answer_pos; None when a record lacks them
     end_phase: np.ndarray | None = None
     answer_pos: np.ndarray | None = None
+    # [N] the needle's position (anchor_pos); None when a record lacks it (its phase is then known
+    # modulo the step only, so the factors are read at the step's divisors only)
+    anchor_pos: np.ndarray | None = None
     align: int = 0  # the records' align (the prompt end's phase m is a prompt length of m + align mod step)
 
     @classmethod
@@ -130,7 +133,7 @@ class RecordArrays:
         """Records of several renderings of the same contents (same step and content ids)."""
         fields = ("content", "offset", "phase", "correct", "logprob", "margin", "same_window", "variant")
         joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in fields}
-        for name in ("end_phase", "answer_pos"):
+        for name in ENDS:
             values = [getattr(p, name) for p in parts]
             joined[name] = None if any(v is None for v in values) else np.concatenate(values)
         shared = [n for n in parts[0].candidate_logprobs if all(n in p.candidate_logprobs for p in parts)]
@@ -208,18 +211,23 @@ class RecordArrays:
         return [int(pairs[f, 1]) if c == 1 else None for f, c in zip(first, counts, strict=True)]
 
 
-ENDS = ("end_phase", "answer_pos")
+ENDS = ("end_phase", "answer_pos", "anchor_pos")
 
 
 def _ends(records: list[Record]) -> dict:
-    """The prompt end's phase and position of every record (None unless every record has them)."""
+    """The prompt end's phase and position of every record (None unless every record has them),
+    and the needle's position (None unless every record has it)."""
     if any(r.answer_pos is None or r.align is None for r in records):
         return {"end_phase": None, "answer_pos": None}
     step = records[0].step
     aligns = {r.align for r in records}
+    anchors = None
+    if all(r.anchor_pos is not None for r in records):
+        anchors = np.array([r.anchor_pos for r in records], dtype=np.int64)
     return {
         "end_phase": np.array([(r.answer_pos - r.align) % step for r in records], dtype=np.int64),
         "answer_pos": np.array([r.answer_pos for r in records], dtype=np.int64),
+        "anchor_pos": anchors,
         "align": aligns.pop() if len(aligns) == 1 else 0,
     }
 

@@ -7,11 +7,12 @@ For C contents and the offsets 0..D-1, the design puts the needle's value at ``N
 content's prompt starts at its own length ``A0_c`` (uniform over a span, as a text haystack's) or
 at one length for all (ids). The probability that content c is answered right::
 
-    p = mean + u_c + drift(d) + needle[N mod s] + end[A mod s] + distance[(A - N) mod s]
+    p = mean + u_c + drift(d) + needle[N mod P] + end[A mod P] + distance[(A - N) mod P]
 
 clipped to [0.01, 0.99]; ``u_c`` uniform in ±difficulty, ``drift`` linear over the offsets
 (``drift_pp``, falling: the needle nears the question), a planted effect is ``-effect_pp`` at one
-phase of its factor (``worst``, default s - 1). One record per (content, offset).
+residue of its factor modulo ``period`` (P, default the step; ``worst``, default P - 1). One record
+per (content, offset).
 
 Shape legend: C contents, D offsets, N records.
 """
@@ -41,13 +42,15 @@ class FactorScenario:
     needle_pp: float = 0.0
     end_pp: float = 0.0
     distance_pp: float = 0.0
-    worst: int | None = None  # the phase a planted effect lowers (default: the boundary phase, s - 1)
+    worst: int | None = None  # the residue a planted effect lowers (default: the boundary phase, P - 1)
+    period: int | None = None  # P: a planted effect repeats every P tokens (default: the step)
     end_start: str = "uniform"  # "uniform": each content's prompt has its own length; "one": all alike
 
 
 def simulate_factors(s: FactorScenario, rng: np.random.Generator) -> RecordArrays:
     offsets = list(range(s.n_offsets))
-    worst = s.step - 1 if s.worst is None else s.worst
+    period = s.period or s.step
+    worst = period - 1 if s.worst is None else s.worst
     content, offset, needle, end, correct = [], [], [], [], []
     drift = -s.drift_pp / 100 * np.linspace(-0.5, 0.5, s.n_offsets)
     for c in range(s.n_contents):
@@ -58,9 +61,9 @@ def simulate_factors(s: FactorScenario, rng: np.random.Generator) -> RecordArray
             n = N0 + (d if needle_moves(s.design) or prefix_padded(s.design) else 0)
             a = start + (d if prefix_padded(s.design) else 0) + shifts[d]
             p = s.mean + u + drift[d]
-            p -= s.needle_pp / 100 * (n % s.step == worst)
-            p -= s.end_pp / 100 * (a % s.step == worst)
-            p -= s.distance_pp / 100 * ((a - n) % s.step == worst)
+            p -= s.needle_pp / 100 * (n % period == worst)
+            p -= s.end_pp / 100 * (a % period == worst)
+            p -= s.distance_pp / 100 * ((a - n) % period == worst)
             content.append(c)
             offset.append(d)
             needle.append(n)
@@ -68,7 +71,7 @@ def simulate_factors(s: FactorScenario, rng: np.random.Generator) -> RecordArray
             correct.append(rng.random() < np.clip(p, 0.01, 0.99))
     anchor, answer = np.array(needle), np.array(end)
     r = RecordArrays.from_arrays(s.step, content, offset, anchor % s.step, correct)
-    return replace(r, end_phase=answer % s.step, answer_pos=answer, align=0)
+    return replace(r, end_phase=answer % s.step, answer_pos=answer, anchor_pos=anchor, align=0)
 
 
 def factor_claims(r: RecordArrays, seed: int, n_resamples: int) -> set[str]:

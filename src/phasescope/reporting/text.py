@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from phasescope.analysis.pvalue import p_text
+from phasescope.phases import FACTORS
 from phasescope.rundir.metrics import Metrics
 
 
@@ -113,9 +114,6 @@ def window_line(metrics: Metrics) -> str | None:
     return text + f", format-adjusted; phases compared: {w['discordant_phases']}"
 
 
-FACTOR_WORDS = {"needle": "needle", "end": "prompt end", "distance": "distance"}
-
-
 def factor_line(metrics: Metrics) -> str | None:
     """The phase by factor: each factor's range over its phases and p (within or between contents),
     and what the design held."""
@@ -124,14 +122,16 @@ def factor_line(metrics: Metrics) -> str | None:
         return None
     parts = []
     for t in f["tests"]:
-        name = " or ".join(FACTOR_WORDS[m] for m in t["members"])
+        name = " or ".join(FACTORS[m].short for m in t["members"])
+        if t.get("period") and t["period"] != metrics.step:
+            name += f" mod {t['period']}"
         where = ", between contents" if t["kind"] == "between" else ""
         p = p_text(t["p_value"]) if t.get("p_value") is not None else (t.get("note") or "not tested")
         size = f"{t['range_pp']:.1f} pp" if t.get("range_pp") is not None else "-"
         if t.get("range_ci_pp"):
             size += " [{:.1f}, {:.1f}]".format(*t["range_ci_pp"])
         parts.append(f"{name} {size} ({p}{where})")
-    held = [FACTOR_WORDS[k] + f" at phase {v}" for k, v in (f.get("held") or {}).items() if v is not None]
+    held = [FACTORS[k].short + f" at phase {v}" for k, v in (f.get("held") or {}).items() if v is not None]
     return "by factor (max-min phase effect): " + "; ".join(parts) + (f"; held: {', '.join(held)}" if held else "")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phasescope.analysis.factors import FACTORS
+from phasescope.phases import FACTORS
 from phasescope.reproduce.matrix import DEPTH_VARIANTS, DEPTHS, LEARNED_BAND
 from phasescope.reproduce.verdicts import ALPHA
 

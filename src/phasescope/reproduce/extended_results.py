@@ -3,7 +3,7 @@ with the numbers that decide them."""
 
 from __future__ import annotations
 
-from phasescope.analysis.factors import NAMES as FACTOR_WORDS
+from phasescope.phases import FACTORS
 
 
 def _f(value, spec: str = ".1f") -> str:
@@ -280,8 +280,8 @@ def _factor_reading(f: dict) -> str:
         + (f" {_pp(s['size_pp'], s['size_ci_pp'], signed=False)}" if s["size_pp"] is not None else "")
         for s in seeds
     )
-    if f["reading"] in FACTOR_WORDS:
-        head = f"the effect follows {FACTOR_WORDS[f['reading']]} ({len(seeds)} of {len(seeds)} seeds, mean size "
+    if f["reading"] in FACTORS:
+        head = f"the effect follows {FACTORS[f['reading']].words} ({len(seeds)} of {len(seeds)} seeds, mean size "
         head += f"{_f(f['mean_size_pp'])} pp)"
     elif f["reading"] == "none":
         head = f"no factor's phase shows an effect on any of the {len(seeds)} seeds"
