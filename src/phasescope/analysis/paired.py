@@ -7,25 +7,19 @@ digest (the prompt ids, every candidate's ids and the target: ``run.orchestrator
 and two records with the same (content, offset, variant) must carry the same digest; the first
 that differs is named and nothing is compared.
 
-Each pair is a *departure* when the two disagree: B wrong where A is right, or B right where A is
-wrong. The departures are counted per cell of the needle's phase and the prompt end's phase, and
-``B's correct - A's correct`` is read by factor with the statistics of ``analysis/factors.py``
-(each factor where it moves within contents; a factor held within contents between them), the
-tests under one Holm adjustment; contents are the clusters.
+Each pair is a *departure* when the two disagree: B wrong where A is right, B right where A is
+wrong, or the right answer's log-prob moved by more than a tolerance. The departures are counted
+per cell of the needle's phase and the prompt end's phase, and tested, each kind on the records it
+could happen on, by the permutation tests of ``analysis/departures.py``.
 
 Shape legend: N paired records, s the step.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from phasescope.analysis.factors import describe_phase, factor_phases, factor_statistics, group_words
-from phasescope.analysis.pvalue import p_text
-from phasescope.analysis.records import RecordArrays
-from phasescope.analysis.verdict import ALPHA, holm
+from phasescope.analysis.departures import DEFAULT_TOLERANCE, Pairs, departure_statistics, pairs_from_records
 from phasescope.errors import InputError
 from phasescope.rundir.records import Record
 
@@ -66,111 +60,46 @@ def pair_records(a: list[Record], b: list[Record], names: tuple[str, str] = ("A"
 
 
 def paired_statistics(
-    pairs: list[tuple[Record, Record]], names: tuple[str, str] = ("A", "B"), seed: int = 0, n_resamples: int = 2000
+    pairs: list[tuple[Record | None, Record]],
+    names: tuple[str, str] = ("A", "B"),
+    seed: int = 0,
+    n_resamples: int = 2000,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> dict:
-    """Departures per cell and by factor, and the one sentence that says where B departs from A."""
-    a = RecordArrays.from_records([x for x, _ in pairs])
-    b_correct = np.array([float(y.correct) for _, y in pairs])
-    worse, better = (a.correct == 1) & (b_correct == 0), (a.correct == 0) & (b_correct == 1)
-    step = a.step
-    cells = _cells(a, worse, better)
-    factors = None
-    if a.end_phase is not None and (worse.any() or better.any()):
-        diff = replace(a, correct=b_correct - a.correct)
-        factors = factor_statistics(diff, 1, np.random.default_rng(seed), n_resamples)
-    tests = {f"factor:{t['name']}": t["p_value"] for t in (factors or {}).get("tests", [])}
-    adjusted = holm(tests)
-    return {
-        "names": list(names),
-        "step": step,
-        "n_pairs": len(pairs),
-        "n_contents": a.n_contents,
+    """Departures per cell and the departure tests (``analysis/departures.py``), and the one
+    sentence that says where B departs from A. A pair whose first record is None compares B with
+    the known answer (reference-free: every record right)."""
+    reference_free = all(x is None for x, _ in pairs)
+    arrays = pairs_from_records(pairs)
+    result = departure_statistics(arrays, names, tolerance, seed, n_resamples, reference_free)
+    worse, base = arrays.departed("wrong", tolerance)
+    better, _ = arrays.departed("right", tolerance)
+    result |= {
+        "step": arrays.step,
+        "align": arrays.align,
+        "reference_free": reference_free,
         "b_wrong_a_right": int(worse.sum()),
         "b_right_a_wrong": int(better.sum()),
-        "cells": cells,
-        "factors": factors,
-        "adjusted_p": adjusted,
-        "sentence": _sentence(a, worse, better, names, factors, adjusted),
+        "cells": _cells(arrays, worse, better),
     }
+    return result
 
 
-def _cells(a: RecordArrays, worse: np.ndarray, better: np.ndarray) -> list[dict]:
-    """Per (needle phase, prompt-end phase): records, A right, B wrong where A right, B right where A wrong."""
-    end = a.end_phase if a.end_phase is not None else np.full(len(a.phase), -1)
+def _cells(p: Pairs, worse: np.ndarray, better: np.ndarray) -> list[dict]:
+    """Per (needle phase, prompt-end phase) at the step: records, A right, B wrong where A right,
+    B right where A wrong."""
+    needle, end = p.positions["needle"] % p.step, p.positions["end"] % p.step
     rows = []
-    for n in range(a.step):
+    for n in range(p.step):
         for m in np.unique(end):
-            mask = (a.phase == n) & (end == m)
+            mask = (needle == n) & (end == m)
             if mask.any():
                 rows.append(
-                    {"needle_phase": n, "end_phase": None if m < 0 else int(m), "n": int(mask.sum()),
-                     "a_right": int(a.correct[mask].sum()), "b_wrong_a_right": int(worse[mask].sum()),
+                    {"needle_phase": n, "end_phase": int(m), "n": int(mask.sum()),
+                     "a_right": int(p.a_correct[mask].sum()), "b_wrong_a_right": int(worse[mask].sum()),
                      "b_right_a_wrong": int(better[mask].sum())}
                 )  # fmt: skip
     return rows
-
-
-def _where(a: RecordArrays, departed: np.ndarray, base: np.ndarray) -> tuple[str, int, int, int] | None:
-    """(factor, phase, departures there, base records there) of a phase holding every departure,
-    the one whose base records are fewest (the tightest description); None when no phase does."""
-    best = None
-    for factor, labels in (factor_phases(a) or {"needle": a.phase}).items():
-        values = np.unique(labels[departed])
-        if len(values) == 1:
-            v = int(values[0])
-            there = int((base & (labels == v)).sum())
-            if best is None or there < best[3]:
-                best = (factor, v, int(departed.sum()), there)
-    return best
-
-
-def _most(a: RecordArrays, departed: np.ndarray, base: np.ndarray) -> str:
-    """'most where the prompt length ≡ 3 mod 4 (40 of 120)': the phase with the highest departure rate."""
-    best = None
-    for factor, labels in (factor_phases(a) or {"needle": a.phase}).items():
-        for v in np.unique(labels):
-            here = labels == v
-            rate = departed[here].sum() / max(base[here].sum(), 1)
-            if best is None or rate > best[0]:
-                best = (rate, factor, int(v), int(departed[here].sum()), int(base[here].sum()))
-    _, factor, v, k, n = best
-    return f"most where the {describe_phase(factor, v, a.step, a.align)} ({k} of {n})"
-
-
-def _sentence(a, worse, better, names, factors, adjusted) -> str:
-    first, second = names
-    if not worse.any() and not better.any():
-        return f"{second} agrees with {first} on every one of {len(worse)} records"
-    parts = []
-    for departed, base, what in (
-        (worse, a.correct == 1, f"{second} is wrong where {first} is right"),
-        (better, a.correct == 0, f"{second} is right where {first} is wrong"),
-    ):
-        if not departed.any():
-            continue
-        found = _where(a, departed, base)
-        if found is not None and found[2] >= 2:
-            factor, v, k, n = found
-            parts.append(
-                f"{what} on {k} of {n} records whose {describe_phase(factor, v, a.step, a.align)}, and nowhere else"
-            )
-        else:
-            parts.append(f"{what} on {int(departed.sum())} records, spread over the phases; {_most(a, departed, base)}")
-    text = "; ".join(parts)
-    claimed = [t for t in (factors or {}).get("tests", []) if adjusted.get(f"factor:{t['name']}", 1.0) < ALPHA]
-    tested = [t for t in (factors or {}).get("tests", []) if t["p_value"] is not None]
-    if claimed:
-        text += " (the departures follow " + " and ".join(
-            f"{group_words(t['members'])}: {p_text(t['p_value'])}" for t in claimed
-        )
-        text += ", Holm over the factors tested)"
-    elif tested:
-        text += (
-            " (no factor's phase explains the departures: "
-            + ", ".join(f"{group_words(t['members'])} {p_text(t['p_value'])}" for t in tested)
-            + ")"
-        )
-    return text
 
 
 __all__ = ["pair_records", "paired_statistics"]
