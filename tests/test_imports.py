@@ -24,6 +24,7 @@ ORDER = [
     "shipped",  # the shipped models by name (demo:tiny-s4)
     "limits",
     "options",
+    "phases",  # the factors a compression boundary can act on (needle, prompt end, distance), declared once
     "designs",  # the sweep designs: where each puts the needle and the prompt end
     "specs",
     "rundir",  # the run directory: its files (atomic writes), records, metrics and RunDir
@@ -37,6 +38,7 @@ ORDER = [
     "train",
     "analysis",
     "reporting",
+    "gate",  # the paired comparison as a CI gate: pass/fail, JUnit XML, Markdown, reproducers
     "results",
     "export",
     "assemble",  # a typed sweep to a loaded model, its geometry and its probe (the CLI's and the API's)
@@ -52,8 +54,8 @@ ORDER = [
     "__main__",
 ]
 TORCH_FREE = {
-    "errors", "version", "validation", "shipped", "limits", "options", "designs", "specs", "rundir",
-    "analysis", "reporting", "results",
+    "errors", "version", "validation", "shipped", "limits", "options", "phases", "designs", "specs", "rundir",
+    "analysis", "reporting", "gate", "results",
 }  # fmt: skip
 
 

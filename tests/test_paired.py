@@ -49,6 +49,18 @@ def test_records_without_the_same_prompts_are_not_paired():
         pair_records(a, [record(99, 0, True, 100)])
 
 
+def test_a_gate_error_exits_2_not_1(tmp_path):
+    """diff's convention: 1 is "B departs", so anything that stops the comparison exits 2."""
+    result = CliRunner().invoke(
+        app, ["compare", "--paired", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "c")]
+    )
+    assert result.exit_code == 2 and "does not exist" in result.output
+    bad = CliRunner().invoke(
+        app, ["compare", "--paired", "x", "y", "--out", str(tmp_path / "c"), "--max-departures", "many"]
+    )
+    assert bad.exit_code == 2 and "--max-departures 'many' is invalid" in bad.output
+
+
 def test_the_departure_is_located_in_one_sentence_and_tested_by_factor():
     a = grid()
     b = grid(lambda c, d, length: length % 4 != 3)
@@ -57,10 +69,49 @@ def test_the_departure_is_located_in_one_sentence_and_tested_by_factor():
     assert result["b_wrong_a_right"] == wrong and result["b_right_a_wrong"] == 0
     said = f"stack is wrong where ref is right on {wrong} of {wrong} records whose prompt length ≡ 3 mod 4"
     assert result["sentence"].startswith(said + ", and nowhere else")
-    assert "the departures follow the prompt end's phase" in result["sentence"]
+    assert "(the departures follow the prompt end's phase: p = " in result["sentence"]
+    assert "prompts of 100 to 114 tokens" in result["sentence"], "the lengths tested are said"
+    test = result["kinds"]["wrong"]["test"]
+    assert (test["factor"], test["period"], test["contents_with_departures"]) == (["end"], 4, 12)
     assert sum(c["b_wrong_a_right"] for c in result["cells"] if c["end_phase"] == 3) == wrong
     same = paired_statistics(pair_records(a, a))
-    assert same["sentence"] == f"B agrees with A on every one of {len(a)} records"
+    assert same["sentence"] == f"B agrees with A on every one of {len(a)} records (prompts of 100 to 114 tokens)" + (
+        "; largest |Δ log-prob| 0 nats"
+    )
+    assert same["p_value"] == 1.0
+
+
+def test_departures_that_follow_no_factor_are_said_to_follow_none_with_their_counts():
+    """B broken at random where A is right: no "most where", no "and nowhere else"."""
+    a = grid()
+    rng = np.random.default_rng(3)
+    b = grid(lambda c, d, length: rng.random() > 0.15)
+    result = paired_statistics(pair_records(a, b), ("ref", "stack"), n_resamples=300)
+    k = result["b_wrong_a_right"]
+    assert result["sentence"].startswith(f"stack is wrong where ref is right on {k} of {len(a)} records, following no")
+    assert "most where" not in result["sentence"] and "nowhere else" not in result["sentence"]
+
+
+def test_the_log_prob_is_compared_where_the_answers_cannot_move():
+    """Both runs at the floor (every answer wrong): the answers agree, the log-probs do not."""
+    floor = lambda c, d, length: False  # noqa: E731
+    a = [
+        Record(**{**r.__dict__, "logprob_target": -5.0, "logprobs": {"right": -5.0, "other": -0.1}})
+        for r in grid(floor)
+    ]
+    moved = [
+        Record(**{**r.__dict__, "logprob_target": -11.0 if r.answer_pos % 4 == 3 else -5.0,
+                  "logprobs": {"right": -11.0 if r.answer_pos % 4 == 3 else -5.0, "other": -0.1}})
+        for r in grid(floor)
+    ]  # fmt: skip
+    result = paired_statistics(pair_records(a, moved), ("ref", "stack"), n_resamples=300)
+    assert result["b_wrong_a_right"] == result["b_right_a_wrong"] == 0
+    assert result["logprob"]["largest_abs"] == pytest.approx(6.0)
+    assert result["kinds"]["logprob"]["test"]["factor"] == ["end"]
+    assert (
+        "log-prob of the right answer differs from ref's by more than 1 nats on 48 of 48 records whose prompt "
+        in (result["sentence"])
+    )
 
 
 @pytest.fixture(scope="module")
@@ -93,16 +144,47 @@ def test_a_length_keyed_stack_is_named_by_the_crossed_design_and_located_by_comp
     assert verdict.sentence.startswith(
         "where the phase lives: the effect follows the prompt end's phase (prompt length ≡ 3 mod 4: -100.0 pp"
     )
-    result = CliRunner().invoke(
-        app, ["compare", "--paired", str(tmp_path / "healthy"), str(tmp_path / "stack"), "--out", str(tmp_path / "c")]
-    )
-    assert result.exit_code == 0, result.output
+    summary = tmp_path / "step-summary.md"
+    args = ["compare", "--paired", str(tmp_path / "healthy"), str(tmp_path / "stack"), "--out", str(tmp_path / "c")]
+    result = CliRunner().invoke(app, [*args, "--junit", str(tmp_path / "j.xml"), "--summary-md", str(summary)])
+    assert result.exit_code == 1, result.output  # as diff: the stack departs
     wrong = sum(not r.correct for r in broken.records)
     said = f"stack is wrong where healthy is right on {wrong} of {wrong} records whose prompt length ≡ 3 mod 4, and"
     assert said in " ".join(result.output.split())
     paired = json.loads((tmp_path / "c" / "paired.json").read_text())
     assert paired["b_wrong_a_right"] == wrong and paired["names"] == ["healthy", "stack"]
     assert "Record by record" in (tmp_path / "c" / "compare.html").read_text()
+    gate = json.loads((tmp_path / "c" / "gate.json").read_text())
+    assert not gate["passed"] and gate["exit_code"] == 1
+    assert {c["name"]: c["passed"] for c in gate["checks"]}["answers"] is False
+    finding = next(f for f in gate["findings"] if f["kind"] == "wrong")
+    assert (finding["follows"], finding["period"], finding["where"]) == (["end"], 4, "prompt length ≡ 3 mod 4")
+    junit = (tmp_path / "j.xml").read_text()
+    assert junit == (tmp_path / "c" / "junit.xml").read_text() and '<failure message="' in junit
+    assert "phasescope: stack against healthy: **failed**" in summary.read_text()
+    # a reproducer per failing cell (needle phase x prompt-end phase), its prompt as sent and what each run answered
+    reproducers = sorted((tmp_path / "c" / "reproducers").glob("cell-*[0-9].json"))
+    assert len(reproducers) == 4  # the 4 needle phases at prompt length ≡ 3 mod 4
+    first = json.loads(reproducers[0].read_text())
+    assert first["prompt_length"] % 4 == 3 and first["phases"]["end"] == 3 and first["stack"]["correct"] is False
+    assert first["note"].startswith("the runs hold no prompt ids")  # swept without --log-samples
+    healthy_again = CliRunner().invoke(
+        app,
+        [
+            "compare",
+            "--paired",
+            str(tmp_path / "healthy"),
+            str(tmp_path / "healthy"),
+            "--out",
+            str(tmp_path / "d"),
+            "--label",
+            "a",
+            "--label",
+            "b",
+        ],
+    )
+    assert healthy_again.exit_code == 0, healthy_again.output
+    assert json.loads((tmp_path / "d" / "gate.json").read_text())["passed"] is True
 
 
 @pytest.mark.parametrize("fault", [("needle", 4, 3), ("distance", 4, 1)])

@@ -202,31 +202,89 @@ def compared_runs(runs, labels: list[str] | None = None) -> list[ComparedRun]:
     return [ComparedRun(name, path, current_metrics(path)) for name, path in zip(names, paths, strict=True)]
 
 
-def paired(runs, labels: list[str] | None = None, n_resamples: int = 2000) -> dict:
+def paired(
+    runs,
+    labels: list[str] | None = None,
+    n_resamples: int = 2000,
+    tolerance: float | None = None,
+    reference_free: bool = False,
+) -> dict:
     """Two runs on identical items, record by record (``analysis.paired``): departures per cell of
-    the needle's and the prompt end's phase, read by factor, and the sentence saying where the
-    second run departs from the first. Refused, naming the first difference, unless every shared
-    (content, offset, variant) has the same prompt and candidates token for token."""
+    the needle's and the prompt end's phase, the departure tests, the log-prob differences, and the
+    sentence saying where the second run departs from the first. Refused, naming the first
+    difference, unless every shared (content, offset, variant) has the same prompt and candidates
+    token for token. ``reference_free``: one run, compared with the known right answers (every
+    record right). ``tolerance``: nats of |Δ log p(target)| that count as a departure (default 1)."""
+    return _paired(runs, labels, n_resamples, tolerance, reference_free)[0]
+
+
+def _paired(runs, labels, n_resamples, tolerance, reference_free) -> tuple[dict, list, list[Path]]:
+    """(the comparison, its pairs, the run directories)."""
+    from phasescope.analysis.departures import DEFAULT_TOLERANCE
     from phasescope.analysis.paired import pair_records, paired_statistics
     from phasescope.reporting.compare import run_labels
 
-    paths = [Path(r) for r in runs] if not isinstance(runs, (str, Path)) else []
-    if len(paths) != 2:
-        raise InputError(f"a paired comparison takes two runs, A then B (got {len(paths)}): compare --paired A B")
+    paths = [Path(r) for r in runs] if not isinstance(runs, (str, Path)) else [Path(runs)]
+    wanted = 1 if reference_free else 2
+    if len(paths) != wanted:
+        usage = "compare --paired --reference-free RUN" if reference_free else "compare --paired A B"
+        raise InputError(f"a paired comparison takes {wanted} run(s) (got {len(paths)}): {usage}")
     names = tuple(run_labels(paths, labels))
-    loaded = []
-    for path in paths:
-        check_sweep_run_dir(path)
-        records = read_records(RunDir(path).records).records
-        check_against_spec(records, RunDir(path).read_sweep(), str(RunDir(path).records))
-        if not records:
-            raise InputError(f"{path} holds no records yet; run its sweep first")
-        loaded.append(records)
-    pairs = pair_records(*loaded, names=names)
-    result = paired_statistics(pairs, names, n_resamples=n_resamples)
-    left_out = max(len(loaded[0]), len(loaded[1])) - len(pairs)
+    loaded = [_checked_records(path) for path in paths]
+    if reference_free:
+        names = ("the known answer", names[0])
+        pairs = [(None, r) for r in loaded[0]]
+        left_out = 0
+    else:
+        pairs = pair_records(*loaded, names=names)
+        left_out = max(len(loaded[0]), len(loaded[1])) - len(pairs)
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    result = paired_statistics(pairs, names, n_resamples=n_resamples, tolerance=tolerance)
     result["left_out"] = left_out  # records of one run only (a run not finished): not compared
-    return result
+    return result, pairs, paths
+
+
+def _checked_records(path: Path) -> list[Record]:
+    check_sweep_run_dir(path)
+    records = read_records(RunDir(path).records).records
+    check_against_spec(records, RunDir(path).read_sweep(), str(RunDir(path).records))
+    if not records:
+        raise InputError(f"{path} holds no records yet; run its sweep first")
+    return records
+
+
+def gate(
+    runs,
+    out: str | Path,
+    labels: list[str] | None = None,
+    thresholds=None,
+    n_resamples: int = 2000,
+    reference_free: bool = False,
+    repeats: dict | None = None,
+) -> tuple[dict, dict]:
+    """The paired comparison as a CI gate (``phasescope.gate``): (the comparison, the gate), with
+    gate.json, junit.xml, summary.md and a reproducer per failing cell written to ``out``. The gate's
+    ``exit_code`` is 0 when the second run does not depart from the first beyond ``thresholds``
+    (a ``gate.Thresholds``), 1 when it does."""
+    from phasescope.gate import Thresholds, decide, protocol_findings, reproducers, write_gate, write_reproducers
+
+    thresholds = thresholds or Thresholds()
+    comparison, pairs, paths = _paired(runs, labels, n_resamples, thresholds.logprob_tol, reference_free)
+    protocol = {}
+    for name, path in zip(comparison["names"][-len(paths) :], paths, strict=True):
+        scored = {tuple(r.key) for r in read_records(RunDir(path).records).records}
+        protocol[name] = protocol_findings(RunDir(path).read_protocol(), scored)
+    decided = decide(comparison, thresholds, protocol, repeats)
+    samples = [RunDir(path).read_samples() for path in paths]
+    servers = [RunDir(path).read_manifest().get("server") for path in paths]
+    if reference_free:
+        samples, servers = [{}, *samples], [None, *servers]
+    found = reproducers(pairs, comparison, tuple(samples), tuple(servers), thresholds.logprob_tol)
+    out = Path(out)
+    written = write_reproducers(out, found) if not decided["passed"] else []
+    decided["reproducers"] = [str(p) for p in written]
+    write_gate(out, decided, written)
+    return comparison, decided
 
 
 def check_sweep_run_dir(path: Path) -> None:

@@ -181,7 +181,7 @@ def guarded(command):
                 "rerun with --debug (phasescope --debug COMMAND ...) for the traceback, and please report it",
                 highlight=False,
             )
-            raise typer.Exit(code=1) from None
+            raise typer.Exit(code=2) from None  # 1 is a gate's "B departs" (compare --paired, check)
 
     return run
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-from phasescope.cli.app import command, console, say_path
+from phasescope.cli.app import command, console, say_path, with_options
+from phasescope.cli.gating import GATE_OPTIONS, finish_gate
+from phasescope.errors import InputError
 from phasescope.rundir import RunDir
 
 
@@ -105,43 +107,63 @@ def report_hint(out: str) -> None:
         console.print(f"{out} is a sweep run: `phasescope report {out}` adds this to its report.html", soft_wrap=True)
 
 
+COMPARE_OPTIONS = {
+    "runs": (
+        list[str],
+        typer.Argument(
+            ..., help="Run directories (the --out of `phasescope sweep`); meant for two or more, one works too."
+        ),
+    ),
+    "out": (str, typer.Option(..., help="Directory for compare.html and its figures (created if needed).")),
+    "label": (
+        list[str] | None,
+        typer.Option(
+            None,
+            "--label",
+            help="Name of a run in the table and figures; repeat once per run, in order (default: directory names).",
+        ),
+    ),
+    "paired": (
+        bool,
+        typer.Option(
+            False,
+            "--paired",
+            metavar="",
+            help="Two runs of one sweep on identical items (A then B, e.g. a reference model and a served stack): "
+            "pair them record by record, test whether and where B departs from A (each factor at every candidate "
+            "period, each length band), compare the right answer's log-probs, and exit as diff does: 0 when B does "
+            "not depart beyond the thresholds, 1 when it does, 2 on an error (DIR/paired.json, gate.json, "
+            "junit.xml, summary.md, reproducers/). Refused, naming the first difference, unless every prompt and "
+            "candidate is the same token for token.",
+        ),
+    ),
+    **GATE_OPTIONS,
+}
+
+
 @command()
-def compare(
-    runs: list[str] = typer.Argument(
-        ..., help="Run directories (the --out of `phasescope sweep`); meant for two or more, one works too."
-    ),
-    out: str = typer.Option(..., help="Directory for compare.html and its figures (created if needed)."),
-    label: list[str] | None = typer.Option(
-        None,
-        "--label",
-        help="Name of a run in the table and figures; repeat once per run, in order (default: directory names).",
-    ),
-    paired: bool = typer.Option(
-        False,
-        "--paired",
-        metavar="",
-        help="Two runs of one sweep on identical items (A then B, e.g. a reference model and a served stack): "
-        "pair them record by record, count where B departs from A per needle phase and prompt-end phase, and "
-        "say in one sentence where (DIR/paired.json). Refused, naming the first difference, unless every "
-        "prompt and candidate is the same token for token.",
-    ),
-) -> None:
+@with_options(COMPARE_OPTIONS)
+def compare(runs, out, label, paired, reference_free, max_departures, alpha, logprob_tol, junit, summary_md) -> None:
     """Several sweep runs side by side -> DIR/compare.html (self-contained): per-phase accuracy with
     intervals clustered by content, one column per run; gap, p and period; accuracy over offsets overlaid; gaps
     as a forest plot. A run's metrics.json is recomputed first when missing or stale, as by `report`.
-    --paired A B: the two runs record by record (where B departs from A)."""
+    --paired A B: the two runs record by record, as a regression gate (exit 0 same, 1 B departs, 2 error)."""
 
     from phasescope.api import compared_runs
     from phasescope.reporting.compare import rich_table, run_notes, write_compare
     from phasescope.rundir.owner import claim_out
 
+    if reference_free and not paired:
+        raise InputError("--reference-free compares one run with the known answers record by record: add --paired")
     claim_out(out, "phasescope compare", may_hold=("comparison",))
-    comparison = None
+    comparison = decided = None
     if paired:
-        from phasescope.results import paired as paired_runs
+        from phasescope.gate import Thresholds
+        from phasescope.results import gate
 
-        with console.status("pairing the two runs record by record"):
-            comparison = paired_runs(runs, label)
+        thresholds = Thresholds(max_departures, alpha, logprob_tol)
+        with console.status("pairing the runs record by record"):
+            comparison, decided = gate(runs, out, label, thresholds, reference_free=reference_free)
     with console.status(f"reading {len(runs)} runs (analyzing those whose metrics are missing or stale)"):
         compared = compared_runs(runs, label)
     path = write_compare(compared, Path(out), comparison)
@@ -153,6 +175,8 @@ def compare(
             console.print(f"[bold]{run.label}[/]: {verdict}", highlight=False)
     for line in run_notes(compared):
         console.print(f"note: {line}", highlight=False)
-    if len(compared) == 1:
+    if len(compared) == 1 and not paired:
         console.print("note: one run, nothing to compare it with (compare is meant for two or more)")
     say_path(f"compare: {path}")
+    if decided is not None:
+        finish_gate(decided, Path(out), junit, summary_md)

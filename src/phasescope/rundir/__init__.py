@@ -37,13 +37,21 @@ SPEC, MANIFEST, RECORDS, METRICS, REPORT, LOCK = (
     "spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock"
 )  # fmt: skip
 SAMPLES = "samples.jsonl"  # --log-samples: the prompt (ids and text) and candidates each record was scored on
+# a served model's answers that broke the protocol (a short generation, other prompt ids than sent, missing or
+# non-finite log-probs): findings, one JSON object per item, never records (the gate counts them)
+PROTOCOL = "protocol.jsonl"
 FIGURES = "figures"  # report's and compare's figures (PNG)
 # the sections other commands add to a run with --out RUN (report.html shows each)
 ABLATION, PREFERENCES, THEORY = "ablation.json", "preferences.json", "theory.json"
 PREFERENCES_FIGURE = "preferences.png"
 COMPARE_PAGE, PAIRED = "compare.html", "paired.json"  # compare --out DIR (--paired: the record-by-record table)
 LM_EVAL_RESULTS = "lm_eval_results.json"  # export --format lm-eval, by default
-RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT, SAMPLES)
+# the gate of compare --paired / check (phasescope.gate): pass or fail as JSON, JUnit XML and Markdown, and a
+# reproducer per failing cell (its request body beside it)
+GATE, JUNIT, SUMMARY_MD, REPRODUCERS = "gate.json", "junit.xml", "summary.md", "reproducers"
+# phasescope check --out DIR: its summary, and its two sweeps and their comparison as directories
+CHECK, CHECK_RUNS = "check.json", ("reference", "stack", "compare")
+RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT, SAMPLES, PROTOCOL)
 # what a model directory holds (phasescope's own, a training run's, transformers'): never a sweep's --out
 MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
 
@@ -112,6 +120,29 @@ class RunDir:
         two leaves a sample whose record is rescored and logged again: readers keep the last)."""
         refuse_link(self.samples)
         append_text(self.samples, lines)
+
+    @property
+    def protocol(self) -> Path:
+        return self.path / PROTOCOL
+
+    def read_protocol(self) -> list[dict]:
+        """protocol.jsonl: the items whose server answer broke the protocol, the last finding per
+        item (a resumed sweep asks again); empty without the file. A line cut by an interruption is
+        skipped."""
+        if not self.protocol.is_file():
+            return []
+        out = {}
+        for line in self.protocol.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                finding = json.loads(line)
+                out[(finding["content_id"], finding["offset"], finding.get("variant", 0))] = finding
+            except (json.JSONDecodeError, TypeError, KeyError):
+                continue
+        return list(out.values())
+
+    def append_protocol(self, lines: str) -> None:
+        refuse_link(self.protocol)
+        append_text(self.protocol, lines)
 
     def append(self, lines: str) -> None:
         """Records appended in one write (a batch): an interruption loses at most its last line."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from phasescope.errors import InputError
-from phasescope.rundir import COMPARE_PAGE, MODEL_FILES, PAIRED, RECORDS, SPEC
+from phasescope.rundir import CHECK, COMPARE_PAGE, MODEL_FILES, PAIRED, RECORDS, SPEC
 
 # kind -> (the files that mark it, what it is, the command that makes it)
 KINDS: dict[str, tuple[tuple[str, ...], str, str]] = {
@@ -21,6 +21,7 @@ KINDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "training": (("log.jsonl", "checkpoints", "LATEST"), "a training run", "phasescope train"),
     "model": (MODEL_FILES, "a model", "phasescope train"),
     "comparison": ((COMPARE_PAGE, PAIRED), "a comparison", "phasescope compare"),
+    "check": ((CHECK,), "a serving check", "phasescope check"),
     "reproduction": (("RESULTS.md", "results.csv"), "a reproduction", "phasescope reproduce"),
 }
 

@@ -20,7 +20,7 @@ from phasescope.rundir.files import DuplicateKey, unique_keys
 from phasescope.rundir.saved import SavedSweep
 
 REQUIRED = ("content_id", "offset", "phase", "step", "correct", "logprob_target", "logprobs")
-OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos", "end_phase")
+OPTIONAL_INTS = ("align", "anchor_pos", "key_pos", "value_pos", "answer_pos", "end_phase", "context_tokens")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class Record:
     answer_ids: list[int] | None = None
     answer_text: str | None = None
     target_text: str | None = None  # the right answer's text where the model has a tokenizer (" Paris", not "3")
+    # the prompt length asked for (--context-tokens A,B,...: one length band per value); None: the default length
+    context_tokens: int | None = None
     extra: dict = field(default_factory=dict)  # fields this version does not know, kept as they were
 
     @classmethod
@@ -101,7 +103,7 @@ _JSON_ORDER = (
 )  # fmt: skip
 _SET_ONLY = (
     "padding", "task", "doc_id", "generation", "task_metrics", "end_phase", "prompt_digest", "request_lengths",
-    "answer_from", "answer_ids", "answer_text", "target_text",
+    "answer_from", "answer_ids", "answer_text", "target_text", "context_tokens",
 )  # fmt: skip
 _FIELDS = {f.name for f in fields(Record)} - {"extra"}
 
