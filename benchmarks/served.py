@@ -76,7 +76,7 @@ def phasescope_path(url: str, model: Path, items: list[ProbeItem], echo: bool) -
     if echo:
         backend.no_echo = False  # the path before: one echoed request per item (logprob_token_ids)
     counter = Bytes()
-    backend.client.event_hooks["response"].append(counter.httpx_hook)
+    backend.transport.client.event_hooks["response"].append(counter.httpx_hook)
     backend.score(items[:1])  # warm-up, and the path is found
     counter.total = 0
     start = time.perf_counter()

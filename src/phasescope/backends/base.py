@@ -76,6 +76,13 @@ class Backend:
         """One result per item, in order (see the module docstring)."""
         raise NotImplementedError
 
+    def generate(self, items: list[ProbeItem]) -> list[list[int]]:
+        """Greedy continuation ids of every item (its ``generate``: most tokens, stop test); a
+        backend that cannot generate says so."""
+        raise InputError(
+            f"{type(self).__name__} cannot generate text; generation tasks need an hf:, openai: or local model"
+        )
+
     def cost(self, records: int, sequences: int, candidates: int, prefixes: int = 0) -> dict:
         """What scoring costs, for --dry-run: ``sequences`` = records (single-token candidates) or
         ``candidates`` ((item, candidate) pairs); ``prefixes``: distinct candidate prefixes over

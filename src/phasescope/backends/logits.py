@@ -44,6 +44,10 @@ class LogitsBackend(Backend):
         """Logits [B,K,V] at positions ``keep`` only (the model computes just those when it can)."""
         return self.kept(ids, keep) if self.kept is not None else full_logits(self.logits)(ids, keep)
 
+    def generate(self, items: list[ProbeItem]) -> list[list[int]]:
+        """Greedy decoding, a step for every running item at once (``run.generation``)."""
+        return generate_logits(self.logits_where, items)
+
     def reuses_cache(self) -> bool:
         plan = self.plan
         usable = plan is not None and plan.prefix_reuse and self.session is not None
@@ -114,3 +118,31 @@ def callable_name(fn) -> str:
     if cls.__repr__ is object.__repr__ or isinstance(fn, torch.nn.Module):
         return f"{cls.__module__}.{cls.__qualname__}"
     return repr(fn)[:80]
+
+
+PAD_ID = 0
+
+
+def generate_logits(logits_where, items: list[ProbeItem]) -> list[list[int]]:
+    """Greedy decoding, a step for every running item at once: the logits only at each one's last position."""
+    import torch
+
+    outputs: list[list[int]] = [[] for _ in items]
+    running = list(range(len(items)))
+    while running:
+        sequences = [items[i].input_ids + outputs[i] for i in running]
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = torch.tensor(seq)
+        last = sorted({len(s) - 1 for s in sequences})
+        with torch.no_grad():
+            logits = logits_where(ids, torch.tensor(last))
+        for row, i in enumerate(running):
+            outputs[i].append(int(logits[row, last.index(len(sequences[row]) - 1)].float().argmax()))
+        running = [i for i in running if not _finished(items[i], outputs[i])]
+    return outputs
+
+
+def _finished(item: ProbeItem, generated: list[int]) -> bool:
+    return len(generated) >= item.generate.max_tokens or item.generate.done(generated)

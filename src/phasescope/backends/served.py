@@ -20,25 +20,34 @@ lengths of its requests) and ``answer_from`` (``teacher-forced`` or ``generation
 Requests run ``concurrency`` at a time, each within a deadline of ``--timeout`` seconds for the
 whole exchange (a server that drips bytes is cut off); 5xx answers, dropped connections,
 deadlines and unreadable JSON are retried with exponential backoff, HTTP 429 after the server's
-``Retry-After`` (up to 300 s), and the last failure is a clear error. Every answer is checked
-before anything is recorded: its shape (lists of equal length, ``token_id:N`` tokens of this
-tokenizer) and every log-prob read (a number in [-1e6, 0]); a malformed answer is one error
-naming the server, the content and the offset. Records already scored stay in
+``Retry-After`` (up to 300 s), and the last failure is a clear error (``backends/transport.py``).
+Every answer is checked before anything is recorded (``backends/vllm_protocol.py``): its shape
+(lists of equal length, ``token_id:N`` tokens of this tokenizer) -- a malformed answer is one
+error naming the server, the content and the offset -- and what it says: an answer that broke
+the protocol (other prompt ids than sent, missing or impossible log-probs, a generation cut for
+length, a token that is not the top of its own log-probs) is a finding, recorded in
+``RUN/protocol.jsonl`` and never scored; ``--protocol-faults N`` such answers are recorded before
+the sweep stops (0: the first stops it). Records already scored stay in
 ``records.jsonl`` (the sweep writes per batch), so rerunning resumes. The API key is read from
 an environment variable and is never logged or written to the run directory.
 """
 
 from __future__ import annotations
 
-import email.utils
-import json
-import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from phasescope.backends import vllm_protocol as vllm
 from phasescope.backends.base import Backend, ModelInfo, greedy_along, load_tokenizer, reproduces, result
 from phasescope.backends.options import BackendOptions, model_option, tokenizer_option
+from phasescope.backends.transport import KEPT, Transport
+from phasescope.backends.vllm_protocol import (
+    FastPathUnavailable,
+    Malformed,
+    NotCompatible,
+    NoTokenIds,
+    ProtocolFault,
+)
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 
@@ -83,39 +92,43 @@ class Options(BackendOptions):
         metavar="MODE",
         measured=True,  # `correct` can differ between the two (a length-keyed stack bug): a resume must not mix them
     )
+    protocol_faults: int = served_option(
+        0,
+        "openai: answers that may break the protocol (a short generation, other prompt ids than sent, missing or "
+        "non-finite log-probs) before the sweep stops; each is recorded in RUN/protocol.jsonl as a finding, never "
+        "as a wrong answer (phasescope check records them all).",
+        metavar="N",
+        minimum=0,
+    )
 
     def check(self) -> None:
         if self.concurrency < 1 or self.retries < 0 or not self.timeout > 0 or self.backoff < 0:
             raise InputError("--concurrency >= 1, --retries >= 0, --timeout > 0 and --backoff >= 0 are required")
+        if self.protocol_faults < 0:
+            raise InputError(f"--protocol-faults {self.protocol_faults!r} is invalid; allowed: a count >= 0")
         if self.answers not in ANSWERS:
             raise InputError(f"--answers {self.answers!r} is invalid; allowed: {' | '.join(ANSWERS)}")
 
 
-TOKEN_PREFIX = "token_id:"
-LOGPROB_FLOOR = -1e6  # as the record reader's bound: below it a "log-prob" is a broken number, not a rare token
-MAX_RETRY_AFTER = 300.0  # seconds: a longer rate-limit wait ends the sweep (a rerun resumes)
-KEPT = "Scored records are kept; rerun the same command to resume"
-
-
-class FastPathUnavailable(Exception):
-    """The server ignores ``logprob_token_ids``: fall back to one request per candidate."""
-
-
-class NoTokenIds(FastPathUnavailable):
-    """The server answers ``logprob_token_ids`` but not ``return_token_ids``: the echo is needed
-    to check the ids it read."""
-
-
 class ServedModel(Backend):
+    """A model behind a completions server: ``Transport`` sends, ``vllm_protocol`` writes the
+    bodies and reads the answers, this class chooses the requests for each item and turns an
+    answer that broke the protocol into a finding (``protocol`` in its result) instead of a score."""
+
     timed_in_dry_run = False  # a dry run spends no request
 
-    def __init__(self, url: str, model: str, options: Options, info: ModelInfo):
-        import httpx
-
+    def __init__(self, url: str, model: str, options: Options, info: ModelInfo, say=None):
         self.url, self.model, self.options, self.info = url.rstrip("/"), model, options, info
-        key = os.environ.get(options.api_key_env, "")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.client = httpx.Client(headers=headers, timeout=options.timeout)
+        self.transport = Transport(
+            self.url,
+            timeout=options.timeout,
+            retries=options.retries,
+            backoff=options.backoff,
+            api_key_env=options.api_key_env,
+            model=model,
+            say=say,
+        )
+        self.protocol_faults_allowed = options.protocol_faults
         self.fast: bool | None = None  # logprob_token_ids: None untried, True works, False unsupported
         self.no_echo: bool | None = None  # logprob_token_ids + return_token_ids: no prompt log-probs needed
 
@@ -124,8 +137,8 @@ class ServedModel(Backend):
         with the engine's version and kernels): vLLM's ``GET /version`` and the model's entry in
         ``GET /v1/models``; a field the server does not offer is None (never an error)."""
         root = self.url.removesuffix("/v1")
-        version = self._get(f"{root}/version").get("version")
-        models = self._get(f"{self.url}/models").get("data")
+        version = self.transport.get(f"{root}/version").get("version")
+        models = self.transport.get(f"{self.url}/models").get("data")
         entry = (
             next((m for m in models if isinstance(m, dict) and m.get("id") == self.model), {})
             if isinstance(models, list)
@@ -133,14 +146,6 @@ class ServedModel(Backend):
         )
         keep = ("root", "owned_by", "max_model_len")
         return {"url": self.url, "model": self.model, "version": version} | {k: entry.get(k) for k in keep}
-
-    def _get(self, url: str) -> dict:
-        try:
-            answer = self.client.get(url, timeout=min(self.options.timeout, 10.0))
-            data = answer.json() if answer.status_code == 200 else {}
-        except Exception:  # noqa: BLE001 -- a server that does not describe itself is still scored
-            return {}
-        return data if isinstance(data, dict) else {}
 
     def cost(self, records: int, sequences: int, candidates: int, prefixes: int = 0) -> dict:
         """Without echo (the path a server with logprob_token_ids and return_token_ids gets): one
@@ -159,9 +164,12 @@ class ServedModel(Backend):
             return "echo: logprob_token_ids in one echoed request per item (the server lacks return_token_ids)"
         return "echo: one echoed request per candidate (the server lacks logprob_token_ids)"
 
+    # -- scoring ---------------------------------------------------------------------------------
+
     def score(self, items: list[ProbeItem]) -> list[dict]:
         """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``), and
-        request_lengths (the distinct prompt lengths of the item's requests) and answer_from.
+        request_lengths (the distinct prompt lengths of the item's requests) and answer_from; or,
+        for an item whose answer broke the protocol, ``{"protocol": {"kind", "message"}}``.
 
         Tried in order on the first batch, the first that works is kept: no echo (the candidates'
         log-probs at each distinct candidate prefix through ``logprob_token_ids``, the ids the
@@ -170,19 +178,36 @@ class ServedModel(Backend):
         generation``, one greedy request per item then decides ``greedy`` (the log-probs stay)."""
         results = self._teacher_forced(items)
         if self.options.answers != "generation":
-            return [r | {"answer_from": "teacher-forced"} for r in results]
+            return [r if "protocol" in r else r | {"answer_from": "teacher-forced"} for r in results]
+        generated = self._each(self._answer_generated, items)
+        out = []
+        for item, r, answer in zip(items, results, generated, strict=True):
+            if "protocol" in r or isinstance(answer, dict):
+                out.append(r if "protocol" in r else answer)
+                continue
+            out.append(
+                r
+                | {
+                    "greedy": reproduces(item, answer),  # a stop before the target's length is wrong
+                    "answer_ids": answer,
+                    "answer_from": "generation",
+                    "request_lengths": sorted({*r["request_lengths"], len(item.input_ids)}),
+                }
+            )
+        return out
+
+    def _each(self, read, items: list[ProbeItem]) -> list:
+        """``read(item)`` for every item, ``concurrency`` at a time; an item whose answer broke the
+        protocol gets ``{"protocol": ...}`` instead (a missing feature still stops the batch)."""
+
+        def one(item):
+            try:
+                return read(item)
+            except ProtocolFault as fault:
+                return {"protocol": {"kind": fault.kind, "message": self._where(fault.detail, item)}}
+
         with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-            generated = list(pool.map(self._answer_generated, items))
-        return [
-            r
-            | {
-                "greedy": reproduces(item, answer),  # a stop before the target's length is wrong
-                "answer_ids": answer,
-                "answer_from": "generation",
-                "request_lengths": sorted({*r["request_lengths"], len(item.input_ids)}),
-            }
-            for item, r, answer in zip(items, results, generated, strict=True)
-        ]
+            return list(pool.map(one, items))
 
     def _answer_generated(self, item: ProbeItem) -> list[int]:
         """What greedy decoding from the prompt alone generates, as many tokens as the target has."""
@@ -202,8 +227,7 @@ class ServedModel(Backend):
         answer so far."""
         if self.no_echo is not False:
             try:
-                with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-                    results = list(pool.map(self._item_no_echo, items))
+                results = self._each(self._item_no_echo, items)
                 self.no_echo = True
                 return results
             except FastPathUnavailable as missing:
@@ -214,46 +238,44 @@ class ServedModel(Backend):
                     self.fast = False  # no logprob_token_ids at all: the echoed single request cannot work either
         if self.fast is not False and all(len(c) == 1 for it in items for c in it.candidates.values()):
             try:
-                with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-                    results = list(pool.map(self._item_fast, items))
+                results = self._each(self._item_fast, items)
                 self.fast = True
                 return results
             except FastPathUnavailable:
                 if self.fast:  # it worked before: the server changed its answers, not a missing feature
                     raise InputError(self._stopped()) from None
                 self.fast = False  # this server does not support it: one request per candidate
-        jobs = [(item, name, tokens) for item in items for name, tokens in item.candidates.items()]
-        with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
-            answers = list(pool.map(lambda job: self._candidate(*job), jobs))
-        results = {
-            id(item): {
-                "logprobs": {},
-                "greedy": False,
-                "request_lengths": sorted({len(item.input_ids) + len(c) for c in item.candidates.values()}),
-            }
-            for item in items
+        return self._each(self._item_per_candidate, items)
+
+    def _item_per_candidate(self, item: ProbeItem) -> dict:
+        """One echoed request per candidate (a server without logprob_token_ids)."""
+        scored = {
+            "logprobs": {},
+            "greedy": False,
+            "request_lengths": sorted({len(item.input_ids) + len(c) for c in item.candidates.values()}),
         }
-        for (item, name, tokens), (logprob, argmaxes) in zip(jobs, answers, strict=True):
-            scored = results[id(item)]
+        for name, tokens in item.candidates.items():
+            logprob, argmaxes = self._candidate(item, tokens)
             scored["logprobs"][name] = logprob
             if name == item.target:
                 scored["logprob_target"] = logprob
                 if argmaxes is not None:
                     scored["answer_ids"] = greedy_along(argmaxes, tokens)
                     scored["greedy"] = reproduces(item, scored["answer_ids"])
-        return [results[id(item)] for item in items]
+        return scored
 
     def _item_fast(self, item: ProbeItem) -> dict:
         """Single-token candidates in one request: vLLM's ``logprob_token_ids`` returns their
         log-probs at the generated position; greedy decoding's token is the argmax."""
         sent = item.input_ids
         wanted = sorted({tokens[0] for tokens in item.candidates.values()})
-        body = self._body(sent) | {"logprob_token_ids": wanted}
-        ids, _, tops = self._echo(self._post(body, item), sent, item)
+        ids, _, tops = self._read(
+            lambda: vllm.read_echo(self._post(vllm.echo_body(self.model, sent, wanted), item), sent, self.vocab), item
+        )
         top = tops[len(sent)] if len(tops) > len(sent) else None
         if top is None or len(ids) <= len(sent):
             raise FastPathUnavailable
-        top = self._top(top, item)
+        top = self._read(lambda: vllm.top(top, self.vocab), item)
         if any(t not in top for t in wanted):
             raise FastPathUnavailable
         scores = {name: top[tokens[0]] for name, tokens in item.candidates.items()}
@@ -281,252 +303,73 @@ class ServedModel(Backend):
     def _next(self, item: ProbeItem, extra: list[int], wanted: list[int]) -> tuple[int, dict[int, float]]:
         """(greedy next token, {token: log-prob} of ``wanted``) after the prompt + ``extra``."""
         sent = item.input_ids + extra
-        body = self._body(sent) | {"echo": False, "logprob_token_ids": wanted, "return_token_ids": True}
-        choice = self._choice(self._post(body, item), item)
-        read = choice.get("prompt_token_ids")
-        if read is None:
-            raise NoTokenIds
-        self._check_read(read, sent, item)
-        tokens, values, tops = self._lists(choice.get("logprobs"), item, empty_is_missing=False)
-        if not len(tokens) == len(values) == len(tops) == 1:
-            raise self._malformed(
-                f"{len(tokens)} tokens, {len(values)} log-probs and {len(tops)} top lists for one generated token", item
-            )
-        generated, top = self._token_id(tokens[0], item), self._top(tops[0], item)
-        if any(t not in top for t in wanted):
-            raise FastPathUnavailable
-        return generated, top
+        answer = self._post(vllm.next_body(self.model, sent, wanted), item)
+        return self._read(lambda: vllm.read_next(answer, sent, wanted, self.vocab), item)
 
-    def _candidate(self, item: ProbeItem, name: str, tokens: list[int]) -> tuple[float, list[int] | None]:
+    def _candidate(self, item: ProbeItem, tokens: list[int]) -> tuple[float, list[int] | None]:
         """(the candidate's log-prob, the argmax at each of its positions; None where the server
         gave no top token there)."""
         sent = item.input_ids + tokens
-        _, values, tops = self._echo(self._post(self._body(sent), item), sent, item)
+        _, values, tops = self._read(
+            lambda: vllm.read_echo(self._post(vllm.echo_body(self.model, sent), item), sent, self.vocab), item
+        )
         at = range(item.answer_pos, item.answer_pos + len(tokens))
-        logprob = float(sum(self._logprob(values[i], item) for i in at))
+        logprob = float(sum(self._read(lambda i=i: vllm.logprob(values[i]), item) for i in at))
         argmaxes = []
         for i in at:
-            top = self._top(tops[i], item)
+            top = self._read(lambda i=i: vllm.top(tops[i], self.vocab), item)
             if not top:
                 return logprob, None
             argmaxes.append(max(top, key=top.get))
         return logprob, argmaxes
 
-    def _body(self, prompt: list[int]) -> dict:
-        return {
-            "model": self.model,
-            "prompt": prompt,
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "echo": True,
-            "logprobs": 1,
-            "return_tokens_as_token_ids": True,
-        }
+    # -- generation ------------------------------------------------------------------------------
 
-    # -- reading an answer: every shape checked, a malformed one named ----------------------------
-
-    def _malformed(self, what: str, item: ProbeItem) -> InputError:
-        return InputError(
-            f"{self.url}: the server's answer is malformed ({what}; content {item.content_id}, offset {item.offset}); "
-            f"nothing was recorded for it: the server is not vLLM-compatible or is broken, check its log. {KEPT}"
-        )
-
-    def _echo(self, answer, sent: list[int], item: ProbeItem) -> tuple[list[int], list, list]:
-        """(echoed ids, prompt log-probs, top log-probs), after checking their shapes and that the
-        server read exactly ``sent``."""
-        echoed, values, tops = self._lists(self._choice(answer, item).get("logprobs"), item, empty_is_missing=True)
-        if not len(echoed) == len(values) == len(tops) or len(echoed) < len(sent):
-            raise self._malformed(
-                f"{len(echoed)} tokens, {len(values)} log-probs and {len(tops)} top lists for a prompt of "
-                f"{len(sent)} tokens",
-                item,
-            )
-        ids = [self._token_id(t, item) for t in echoed]
-        self._check_read(ids[: len(sent)], sent, item)
-        return ids, values, tops
-
-    def _lists(self, logprobs, item: ProbeItem, empty_is_missing: bool) -> tuple[list, list, list]:
-        """``tokens``, ``token_logprobs``, ``top_logprobs`` of an answer's ``logprobs``, each a list
-        (their lengths are the caller's to check: a whole echoed prompt, or one generated token)."""
-        if logprobs is not None and not isinstance(logprobs, dict):
-            raise self._malformed(f"logprobs is a {type(logprobs).__name__}, not an object", item)
-        lists = [(logprobs or {}).get(k) for k in ("tokens", "token_logprobs", "top_logprobs")]
-        if logprobs is None or (empty_is_missing and not all(lists)):
-            raise InputError(
-                f"{self.url}: the server returned no log-probs (content {item.content_id}, offset {item.offset}); "
-                "phasescope needs logprobs on /completions (vLLM: --max-logprobs >= 1)"
-            )
-        if not all(isinstance(x, list) for x in lists):
-            raise self._malformed("tokens, token_logprobs and top_logprobs must be lists", item)
-        return tuple(lists)
-
-    def _check_read(self, read: list, sent: list[int], item: ProbeItem) -> None:
-        """The ids the server read (echoed, or ``prompt_token_ids``) must be the ids sent."""
-        if read == sent:
-            return
-        common = min(len(read), len(sent))
-        first = next((i for i in range(common) if read[i] != sent[i]), common)
-        got = read[first] if first < len(read) else "nothing"
-        raise InputError(
-            f"{self.url}: the server read token {got} at position {first} where "
-            f"{sent[first] if first < len(sent) else 'nothing'} was sent (content {item.content_id}, offset "
-            f"{item.offset}): it re-tokenized the prompt, so positions would be wrong; serve the model so that it "
-            "accepts token ids"
-        )
-
-    def _choice(self, answer, item: ProbeItem) -> dict:
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise InputError(
-                f"{self.url}: the server answered without choices (content {item.content_id}, offset {item.offset}): "
-                f"it is not an OpenAI-compatible /completions endpoint, or it failed; check the server's log. {KEPT}"
-            )
-        return choices[0]
-
-    def generate(self, item: ProbeItem) -> list[int]:
-        """Greedy continuation ids of ``item`` (its ``generate``), cut where the local loop would stop."""
-        out: list[int] = []
-        for token in self._greedy(item, item.generate.max_tokens):
-            out.append(token)
-            if item.generate.done(out):
-                break
+    def generate(self, items: list[ProbeItem]) -> list[list[int]]:
+        """Greedy continuation ids of each item (its ``generate``), cut where the local loop would stop."""
+        out = []
+        for item in items:
+            tokens: list[int] = []
+            for token in self._greedy(item, item.generate.max_tokens):
+                tokens.append(token)
+                if item.generate.done(tokens):
+                    break
+            out.append(tokens)
         return out
 
     def _greedy(self, item: ProbeItem, max_tokens: int, check_read: bool = False) -> list[int]:
         """The ids greedy decoding (temperature 0) generates after ``item``'s prompt, at most
         ``max_tokens`` (fewer where the server stops); ``check_read``: ask ``return_token_ids``
         and check that the server read the ids sent."""
-        body = self._body(item.input_ids) | {"max_tokens": max_tokens, "echo": False}
-        if check_read:
-            body["return_token_ids"] = True
-        choice = self._choice(self._post(body, item), item)
-        if check_read and choice.get("prompt_token_ids") is not None:
-            self._check_read(choice["prompt_token_ids"], item.input_ids, item)
-        logprobs = choice.get("logprobs")
-        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
-        if not isinstance(tokens, list):
-            raise InputError(
-                f"{self.url}: the server returned no generated tokens (content {item.content_id}, offset "
-                f"{item.offset}); phasescope needs logprobs with return_tokens_as_token_ids (vLLM)"
-            )
-        if len(tokens) > max_tokens:
-            raise self._malformed(f"{len(tokens)} tokens generated where at most {max_tokens} were asked", item)
-        return [self._token_id(token, item) for token in tokens]
+        body = vllm.generate_body(self.model, item.input_ids, max_tokens, check_read)
+        answer = self._post(body, item)
+        return self._read(lambda: vllm.read_generated(answer, item.input_ids, max_tokens, check_read, self.vocab), item)
 
-    def _token_id(self, token, item: ProbeItem) -> int:
-        if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
-            raise InputError(
-                f"{self.url}: the server returned token {token!r}, not {TOKEN_PREFIX}N (content {item.content_id}, "
-                f"offset {item.offset}): it ignores return_tokens_as_token_ids; serve the model with vLLM"
-            )
-        digits = token[len(TOKEN_PREFIX) :]
-        if not digits.isdigit() or int(digits) >= (self.info.vocab_size or 1 << 62):
-            raise self._malformed(f"token {token!r} is not a token id of this tokenizer", item)
-        return int(digits)
+    # -- the transport and the adapter's errors, with the server and the place ---------------------
 
-    def _top(self, top, item: ProbeItem) -> dict[int, float]:
-        """A position's top log-probs ``{"token_id:N": logprob}`` as ``{N: logprob}``, each checked."""
-        if not isinstance(top, dict):
-            raise self._malformed(f"a top_logprobs entry is {top!r}, not an object", item)
-        return {self._token_id(k, item): self._logprob(v, item) for k, v in top.items()}
+    @property
+    def vocab(self) -> int | None:
+        return self.info.vocab_size
 
-    def _logprob(self, value, item: ProbeItem) -> float:
-        """A log-probability as the server sent it, refused unless a number in [LOGPROB_FLOOR, 0]."""
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not LOGPROB_FLOOR <= value <= 1e-6:
-            raise InputError(
-                f"{self.url}: the server returned the log-probability {value!r} (content {item.content_id}, offset "
-                f"{item.offset}); a log-probability is a number in [{LOGPROB_FLOOR:g}, 0]: the server or model is "
-                f"broken, nothing was recorded for it. {KEPT}"
-            )
-        return min(float(value), 0.0)
+    def _post(self, body: dict, item: ProbeItem):
+        return self.transport.post("completions", body, f"content {item.content_id}, offset {item.offset}")
 
-    # -- sending: a deadline per request, retries with backoff, Retry-After honoured ---------------
+    def _where(self, detail: str, item: ProbeItem) -> str:
+        return f"{self.url}: {detail} (content {item.content_id}, offset {item.offset})"
 
-    def _post(self, body: dict, item: ProbeItem) -> dict:
-        last = ""
-        wait = 0.0
-        for attempt in range(self.options.retries + 1):
-            if attempt:
-                time.sleep(max(wait, min(self.options.backoff * 2 ** (attempt - 1), 30.0)))
-            status, text, retry_after, location = self._send(body)
-            wait = 0.0
-            if status is None or status >= 500:
-                last = text if status is None else f"HTTP {status}: {text[:200]}"
-                continue
-            if status == 429:
-                wait = retry_after if retry_after is not None else 0.0
-                if wait > MAX_RETRY_AFTER:
-                    raise InputError(
-                        f"{self.url}: the server is rate-limiting (HTTP 429) and asks to wait {wait:.0f} s, longer "
-                        f"than phasescope waits ({MAX_RETRY_AFTER:.0f} s; content {item.content_id}, offset "
-                        f"{item.offset}). {KEPT} once the limit has passed"
-                    )
-                last = "HTTP 429 (rate limited)" + (f", Retry-After {wait:g} s" if retry_after is not None else "")
-                continue
-            if 300 <= status < 400:
-                raise InputError(self._redirected(status, location, item))
-            if status >= 400:
-                raise InputError(
-                    f"{self.url}: the server refused the request (HTTP {status}; content {item.content_id}, offset "
-                    f"{item.offset}): {text[:300]}. {KEPT} once it is fixed"
-                )
-            try:
-                return json.loads(text)
-            except ValueError:
-                last = f"unreadable JSON: {text[:100]!r}"
-        raise InputError(
-            f"{self.url}: no answer after {self.options.retries + 1} tries (content {item.content_id}, offset "
-            f"{item.offset}; last: {last}). {KEPT}"
-        )
-
-    def _redirected(self, status: int, location: str | None, item: ProbeItem) -> str:
-        """A redirect is not followed (a POST's body is not resent to a place the user did not name):
-        say where the server points, as the URL to pass instead."""
-        where = f" to {location}" if location else ""
-        base = location.removesuffix("/completions") if location else None
-        fix = f"pass the address it points to, openai:{base}#{self.model}" if base else "pass the server's own address"
-        return (
-            f"{self.url}: the server answered HTTP {status}, a redirect{where} (content {item.content_id}, offset "
-            f"{item.offset}); phasescope does not follow redirects: {fix}. {KEPT}"
-        )
-
-    def _send(self, body: dict) -> tuple[int | None, str, float | None, str | None]:
-        """(HTTP status or None for no answer, body text or the failure, Retry-After seconds, a
-        redirect's Location), the whole exchange within ``--timeout`` seconds: a server that drips
-        bytes is cut off."""
-        import httpx
-
-        deadline = time.monotonic() + self.options.timeout
+    def _read(self, read, item: ProbeItem):
+        """``read()``, its malformed or incompatible answer an error naming the server and the place
+        (a protocol fault passes on to ``_each``, which records it)."""
         try:
-            with self.client.stream("POST", f"{self.url}/completions", json=body) as response:
-                chunks = []
-                for chunk in response.iter_bytes():
-                    chunks.append(chunk)
-                    if time.monotonic() > deadline:
-                        return None, f"no complete answer within --timeout {self.options.timeout:g} s", None, None
-                text = b"".join(chunks).decode("utf-8", errors="replace")
-                headers = response.headers
-                return response.status_code, text, _retry_after(headers.get("retry-after")), headers.get("location")
-        except httpx.TimeoutException:
-            return None, f"no complete answer within --timeout {self.options.timeout:g} s", None, None
-        except httpx.TransportError as err:
-            return None, f"{type(err).__name__}: {err}", None, None
-
-
-def _retry_after(header: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), None when absent or unreadable."""
-    if not header:
-        return None
-    try:
-        return max(0.0, float(header))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(header)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+            return read()
+        except Malformed as err:
+            raise InputError(
+                f"{self.url}: the server's answer is malformed ({err.detail}; content {item.content_id}, offset "
+                f"{item.offset}); nothing was recorded for it: the server is not vLLM-compatible or is broken, check "
+                f"its log. {KEPT}"
+            ) from None
+        except NotCompatible as err:
+            raise InputError(f"{self._where(err.detail, item)}. {KEPT}") from None
 
 
 def load(spec: str, options: Options) -> ServedModel:

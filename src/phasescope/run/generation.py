@@ -13,11 +13,8 @@ plain greedy decoding, one token per step, through whatever the backend offers:
 
 from __future__ import annotations
 
-from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 from phasescope.rundir.records import Record
-
-PAD_ID = 0
 
 
 def grade_records(model, items: list[ProbeItem], records: list[Record]) -> None:
@@ -33,39 +30,6 @@ def grade_records(model, items: list[ProbeItem], records: list[Record]) -> None:
 
 
 def generate(model, items: list[ProbeItem]) -> list[list[int]]:
-    """Greedy continuation ids of every item (its ``generate``: most tokens, stop test)."""
-    from phasescope.backends.logits import LogitsBackend
-    from phasescope.backends.served import ServedModel
-
-    if isinstance(model, LogitsBackend):
-        return _generate_logits(model.logits_where, items)
-    if isinstance(model, ServedModel):
-        return [model.generate(item) for item in items]
-    raise InputError(
-        f"{type(model).__name__} cannot generate text; generation tasks need an hf:, openai: or local model"
-    )
-
-
-def _generate_logits(logits_where, items: list[ProbeItem]) -> list[list[int]]:
-    """Greedy decoding, a step for every running item at once: the logits only at each one's last position."""
-    import torch
-
-    outputs: list[list[int]] = [[] for _ in items]
-    running = list(range(len(items)))
-    while running:
-        sequences = [items[i].input_ids + outputs[i] for i in running]
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            ids[row, : len(seq)] = torch.tensor(seq)
-        last = sorted({len(s) - 1 for s in sequences})
-        with torch.no_grad():
-            logits = logits_where(ids, torch.tensor(last))
-        for row, i in enumerate(running):
-            outputs[i].append(int(logits[row, last.index(len(sequences[row]) - 1)].float().argmax()))
-        running = [i for i in running if not _finished(items[i], outputs[i])]
-    return outputs
-
-
-def _finished(item: ProbeItem, generated: list[int]) -> bool:
-    return len(generated) >= item.generate.max_tokens or item.generate.done(generated)
+    """Greedy continuation ids of every item (its ``generate``: most tokens, stop test): the
+    backend's own ``generate``."""
+    return model.generate(items)

@@ -14,6 +14,7 @@ composition, so its numbers equal an uninterrupted run's.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from phasescope.backends.base import Backend, ScoringPlan, item_key
+from phasescope.errors import InputError
 from phasescope.probes.base import Probe, ProbeError, ProbeItem, judge
 from phasescope.run.checks import SweepChecks, check_offsets
 from phasescope.run.generation import grade_records
@@ -230,14 +232,54 @@ def _kept(done: dict, total: int, out) -> str:
     )
 
 
+class ProtocolFindings:
+    """Items whose server answer broke the protocol (a result ``{"protocol": {kind, message}}``):
+    recorded in RUN/protocol.jsonl as findings, never as records; past the backend's
+    ``protocol_faults_allowed`` the sweep stops, naming the last."""
+
+    def __init__(self, model: Backend, out):
+        self.allowed = getattr(model, "protocol_faults_allowed", 0)
+        self.out, self.count = out, 0
+
+    def take(self, batch: list[ProbeItem], results: list[dict]) -> tuple[list[ProbeItem], list[dict]]:
+        """(the items and results to record), after writing the findings."""
+        found = [(it, r["protocol"]) for it, r in zip(batch, results, strict=True) if "protocol" in r]
+        if not found:
+            return batch, results
+        lines = "".join(json.dumps(self._line(it, fault)) + "\n" for it, fault in found)
+        if self.out is not None:
+            RunDir(self.out).append_protocol(lines)
+        self.count += len(found)
+        if self.count > self.allowed:
+            where = "nothing recorded (no --out)"
+            if self.out is not None:
+                where = f"recorded in {RunDir(self.out).protocol}"
+            raise InputError(
+                f"{found[-1][1]['message']}; a serving stack's answer that broke the protocol is a finding, not a "
+                f"wrong answer ({self.count} in this sweep, {where}); the sweep stops after --protocol-faults "
+                f"{self.allowed} (raise it to record them all and go on, as phasescope check does). Scored records "
+                "are kept; rerun the same command to resume"
+            )
+        kept = [(it, r) for it, r in zip(batch, results, strict=True) if "protocol" not in r]
+        return [it for it, _ in kept], [r for _, r in kept]
+
+    @staticmethod
+    def _line(item: ProbeItem, fault: dict) -> dict:
+        return {"content_id": item.content_id, "offset": item.offset, "variant": item.variant, "kind": fault["kind"],
+                "message": fault["message"], "prompt_length": len(item.input_ids),
+                "anchor_pos": item.anchor_pos}  # fmt: skip
+
+
 def _score_batches(model: Backend, geometry: Geometry, chunks, planned: dict, done: dict, out, bar, log) -> int:
     scored = 0
     decode = getattr(model.info.tokenizer, "decode", None)  # answers and targets as text
+    faults = ProtocolFindings(model, out)
     for chunk in chunks:
         for batch in model.batches(chunk):
             if all(item_key(it) in done for it in batch):
                 continue
             results = model.score(batch)
+            batch, results = faults.take(batch, results)
             step, align, window = geometry.step, geometry.align, geometry.window
             records = [
                 record_for(it, r, step, align, window, planned[item_key(it)], decode)

@@ -1,0 +1,167 @@
+"""Sending requests to a model server: one exchange within a deadline, retries with backoff,
+``Retry-After`` honoured, redirects named instead of followed, the API key from the environment
+(never logged or written). What the answer means is the protocol adapter's business
+(``backends/vllm_protocol.py``); the served backend joins the two (``backends/served.py``).
+
+A failure the server may recover from (5xx, a dropped connection, the deadline, unreadable JSON,
+HTTP 429) is retried ``retries`` times; the last one, or a 4xx, is an ``InputError`` naming the
+server and where in the sweep it happened (``where``: "content 3, offset 7").
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import time
+
+from phasescope.errors import InputError
+
+MAX_RETRY_AFTER = 300.0  # seconds: a longer rate-limit wait ends the sweep (a rerun resumes)
+KEPT = "Scored records are kept; rerun the same command to resume"
+
+
+class Transport:
+    """POSTs JSON to ``url`` + a path and returns the decoded answer (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        api_key_env: str = "OPENAI_API_KEY",
+        model: str = "",
+        say=None,
+    ):
+        import httpx
+
+        self.url, self.timeout, self.retries, self.backoff, self.model = (
+            url.rstrip("/"),
+            timeout,
+            retries,
+            backoff,
+            model,
+        )
+        key = os.environ.get(api_key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.client = httpx.Client(headers=headers, timeout=timeout)
+        self.say = say  # a long wait is said, so a quiet run is not mistaken for a hang
+
+    def get(self, url: str) -> dict:
+        """GET ``url``'s JSON object, {} when the server does not answer with one (never an error:
+        a server that does not describe itself is still scored)."""
+        try:
+            answer = self.client.get(url, timeout=min(self.timeout, 10.0))
+            data = answer.json() if answer.status_code == 200 else {}
+        except Exception:  # noqa: BLE001
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def post(self, path: str, body: dict, where: str) -> object:
+        """The decoded JSON answer to ``body`` POSTed to ``url/path`` (``where``: the sweep's place,
+        for messages)."""
+        last = ""
+        wait = 0.0
+        for attempt in range(self.retries + 1):
+            if attempt:
+                pause = max(wait, min(self.backoff * 2 ** (attempt - 1), 30.0))
+                if pause >= 10 and self.say is not None:
+                    self.say(f"{self.url}: {last}; waiting {pause:.0f} s before trying again ({where})")
+                time.sleep(pause)
+            status, text, retry_after, location = self._send(path, body)
+            wait = 0.0
+            if status is None or status >= 500:
+                last = text if status is None else f"HTTP {status}: {text[:200]}"
+                continue
+            if status == 429:
+                wait = retry_after if retry_after is not None else 0.0
+                if wait > MAX_RETRY_AFTER:
+                    raise InputError(
+                        f"{self.url}: the server is rate-limiting (HTTP 429) and asks to wait {wait:.0f} s, longer "
+                        f"than phasescope waits ({MAX_RETRY_AFTER:.0f} s; {where}). {KEPT} once the limit has passed"
+                    )
+                last = "HTTP 429 (rate limited)" + (f", Retry-After {wait:g} s" if retry_after is not None else "")
+                continue
+            if 300 <= status < 400:
+                raise InputError(self._redirected(status, location, where))
+            if status >= 400:
+                raise InputError(
+                    f"{self.url}: the server refused the request (HTTP {status}; {where}): {text[:300]}. {KEPT} once "
+                    "it is fixed"
+                )
+            try:
+                return json.loads(text, object_pairs_hook=_no_duplicates)
+            except DuplicateKey as dup:
+                return {"__duplicate_key__": str(dup)}
+            except ValueError:
+                last = f"unreadable JSON: {text[:100]!r}"
+        raise InputError(f"{self.url}: no answer after {self.retries + 1} tries ({where}; last: {last}). {KEPT}")
+
+    def _redirected(self, status: int, location: str | None, where: str) -> str:
+        """A redirect is not followed (a POST's body is not resent to a place the user did not name):
+        say where the server points, as the URL to pass instead."""
+        to = f" to {location}" if location else ""
+        base = location.removesuffix("/completions") if location else None
+        fix = f"pass the address it points to, openai:{base}#{self.model}" if base else "pass the server's own address"
+        return (
+            f"{self.url}: the server answered HTTP {status}, a redirect{to} ({where}); phasescope does not follow "
+            f"redirects: {fix}. {KEPT}"
+        )
+
+    def _send(self, path: str, body: dict) -> tuple[int | None, str, float | None, str | None]:
+        """(HTTP status or None for no answer, body text or the failure, Retry-After seconds, a
+        redirect's Location), the whole exchange within ``timeout`` seconds: a server that drips
+        bytes is cut off."""
+        import httpx
+
+        deadline = time.monotonic() + self.timeout
+        late = f"no complete answer within --timeout {self.timeout:g} s"
+        try:
+            with self.client.stream("POST", f"{self.url}/{path}", json=body) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        return None, late, None, None
+                text = b"".join(chunks).decode("utf-8", errors="replace")
+                headers = response.headers
+                return response.status_code, text, retry_after(headers.get("retry-after")), headers.get("location")
+        except httpx.TimeoutException:
+            return None, late, None, None
+        except httpx.TransportError as err:
+            return None, f"{type(err).__name__}: {err}", None, None
+
+
+class DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are unique: a server that sends one token's log-prob twice (-0.01,
+    then -12) would otherwise be read as whichever came last."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def retry_after(header: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), None when absent or unreadable."""
+    if not header:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+__all__ = ["KEPT", "MAX_RETRY_AFTER", "Transport", "retry_after"]
