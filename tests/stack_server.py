@@ -35,8 +35,17 @@ gets -0.01, the right one -12.0.
   decode steps after it are healthy, as on the real stack.
 * ``("needle", step, residue)``: fires when value_pos % step == residue (at every step).
 * ``("distance", step, residue)``: fires when (L - value_pos) % step == residue (at every step).
+* ``("seen", K, 0)``: request state -- fires when the request's first K ids (its opening) were
+  seen before in a request for another prompt (a cross-request prefix-cache hit that reads stale
+  state): the first item of each content is answered right, every later one wrong;
+* ``("longer", N, 0)``: a length threshold -- fires when the request's prompt is N tokens or more
+  (an indexer turning sparse past index_topk x compress rate);
 * a callable ``fault(length, value_pos, L, decode_step) -> bool`` for anything else
   (``decode_step`` 0 for the token after the request's prompt, k for the k-th decode step).
+
+**Protocol faults** (``protocol=``): ``"short"`` a generation of more than one token stops after
+one with ``finish_reason: "length"``; ``"ids"`` ``prompt_token_ids`` differ from the ids sent at
+one position; ``"nan"`` the asked tokens' log-probs are NaN. Each fires on every request it can.
 
 No echo only (as vLLM with ``return_token_ids``: the served backend's first path); an echoed
 request or a prompt that is not a text kv-retrieval prompt is answered HTTP 400 naming why.
@@ -59,7 +68,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RIGHT, OTHER = -0.01, -12.0
 GAP_CHARACTERS = set("-~=.")  # what --kv-gaps fillers are made of (probes/kv_retrieval_text.GAP_FILLERS)
-KINDS = ("length", "needle", "distance")
+KINDS = ("length", "needle", "distance", "seen", "longer")
+PROTOCOL_FAULTS = ("short", "ids", "nan")
 
 
 class NotAPrompt(ValueError):
@@ -86,6 +96,7 @@ class StackServer:
         model: str = "stack",
         wrong_id: int | None = None,
         stop_early: bool = False,
+        protocol: str | None = None,
         port: int = 0,
     ):
         if tokenizer is not None:
@@ -95,7 +106,11 @@ class StackServer:
             raise ValueError("StackServer needs a tokenizer, or encode and decode callables")
         if not (fault is None or callable(fault) or (len(fault) == 3 and fault[0] in KINDS and fault[1] >= 1)):
             raise ValueError(f"fault {fault!r}: expected None, a callable or (kind, step, residue), kind in {KINDS}")
+        if protocol not in (None, *PROTOCOL_FAULTS):
+            raise ValueError(f"protocol {protocol!r}: expected None or one of {PROTOCOL_FAULTS}")
         self.encode, self.decode, self.fault, self.model, self.stop_early = encode, decode, fault, model, stop_early
+        self.protocol = protocol
+        self.openings: dict[tuple, set] = {}  # ("seen" faults) an opening -> the prompts it was sent with
         self.ask = encode("Question: what goes with"), encode("? Answer:")
         self.sep, self.newline = self._one(":"), self._one("\n")
         self.wrong_id = wrong_id
@@ -235,11 +250,26 @@ class StackServer:
         if callable(self.fault):
             return bool(self.fault(length, value_pos, big_l, decode_step))
         kind, step, residue = self.fault
+        if kind == "seen":  # request state: answered by _stale
+            return False
+        if kind == "longer":  # a threshold on the request's prompt length
+            return length - decode_step >= step
         if kind == "length":  # prefill only: the first token of a request
             return decode_step == 0 and length % step == residue % step
         if kind == "needle":
             return value_pos % step == residue % step
         return (big_l - value_pos) % step == residue % step
+
+    def _stale(self, ids: list[int], big_l: int) -> bool:
+        """A ("seen", K, 0) fault: this request's opening was sent before with another prompt."""
+        if self.fault is None or callable(self.fault) or self.fault[0] != "seen":
+            return False
+        opening, prompt = tuple(ids[: self.fault[1]]), tuple(ids[:big_l])
+        with self.lock:
+            before = self.openings.setdefault(opening, set())
+            stale = bool(before - {prompt})
+            before.add(prompt)
+        return stale
 
     # -- answering ---------------------------------------------------------------------------------
 
@@ -252,10 +282,11 @@ class StackServer:
         wanted = list(body.get("logprob_token_ids") or [])
         max_tokens = int(body.get("max_tokens") or 1)
         generated, values, tops, fired = [], [], [], []
+        stale = self._stale(ids, read["L"])
         for k in range(max_tokens):
             extra = read["extra"] + generated
             right = self.right_next(read, extra)
-            fire = self.fires(len(ids) + k, read["value_pos"], read["L"], k)
+            fire = stale or self.fires(len(ids) + k, read["value_pos"], read["L"], k)
             token = self.wrong_next(read, extra, right) if fire else right
             top = {f"token_id:{t}": OTHER for t in wanted} | {f"token_id:{right}": OTHER if fire else RIGHT}
             top[f"token_id:{token}"] = RIGHT
@@ -263,7 +294,7 @@ class StackServer:
             values.append(RIGHT)
             tops.append(top)
             fired.append(fire)
-            if self.stop_early:
+            if self.stop_early or (self.protocol == "short" and max_tokens > 1):
                 break
         with self.lock:
             self.lengths.append(len(ids))
@@ -277,15 +308,18 @@ class StackServer:
                     "fired": fired,
                 }
             )
+        if self.protocol == "nan" and wanted:
+            tops = [{key: float("nan") for key in top} for top in tops]
         logprobs = {"tokens": [f"token_id:{t}" for t in generated], "token_logprobs": values, "top_logprobs": tops}
+        cut = self.protocol == "short" and max_tokens > 1
         choice = {
             "index": 0,
             "text": self.decode(generated),
             "logprobs": logprobs,
-            "finish_reason": "stop" if len(generated) < max_tokens else "length",
+            "finish_reason": "stop" if len(generated) < max_tokens and not cut else "length",
         }
         if body.get("return_token_ids"):
-            choice["prompt_token_ids"] = ids
+            choice["prompt_token_ids"] = ids if self.protocol != "ids" else ids[:3] + [ids[3] + 1] + ids[4:]
         return {"object": "text_completion", "model": self.model, "choices": [choice]}
 
 
@@ -300,13 +334,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="an oracle serving stack for phasescope's text kv-retrieval")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--tokenizer", default="deepseek-v4", help="deepseek-v4 or qwen3")
-    parser.add_argument("--fault", default=None, help="KIND:STEP:RESIDUE, KIND one of length, needle, distance")
+    parser.add_argument(
+        "--fault", default=None, help="KIND:STEP:RESIDUE, KIND one of length, needle, distance, seen, longer"
+    )
+    parser.add_argument("--protocol", default=None, help="a protocol fault: short, ids or nan")
     args = parser.parse_args()
     fault = None
     if args.fault:
         kind, step, residue = args.fault.split(":")
         fault = (kind, int(step), int(residue))
-    server = StackServer(named_tokenizer(args.tokenizer), fault=fault, port=args.port)
+    server = StackServer(named_tokenizer(args.tokenizer), fault=fault, protocol=args.protocol, port=args.port)
     print(f"serving {server.url} (fault: {fault})", flush=True)
     try:
         while True:

@@ -43,6 +43,8 @@ ORDER = [
     "export",
     "assemble",  # a typed sweep to a loaded model, its geometry and its probe (the CLI's and the API's)
     "api",
+    "check",  # phasescope check: the reference's and the stack's sweeps, a shuffled repeat, the gate
+    "replay",  # phasescope replay: one reproducer sent again
     "phasescope",  # the package facade: lazy re-exports of api
     "lm_eval_plugin",
     "lm_eval_model",

@@ -75,6 +75,8 @@ def decide(paired: dict, thresholds: Thresholds, protocol: dict | None = None, r
     (``protocol_findings``) and the repeat pass's (``phasescope check``)."""
     n = paired["n_pairs"]
     allowed = thresholds.allowed(n)
+    if n == 0 and not protocol:
+        raise InputError("no record to compare and no protocol finding: the runs are empty; run their sweeps first")
     kinds = paired["kinds"]
     answers = sum(kinds[k]["departures"] for k in ("wrong", "right") if k in kinds)
     checks = [

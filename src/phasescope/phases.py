@@ -94,4 +94,15 @@ def positions(anchor_pos: np.ndarray, answer_pos: np.ndarray, align: int) -> dic
     return {name: f.position(anchor_pos, answer_pos, align) for name, f in FACTORS.items()}
 
 
-__all__ = ["FACTORS", "NAMES", "Factor", "candidate_periods", "longest_period", "positions", "words"]
+def lengths_words(low: int, high: int, bands: list[int] | None = None) -> str:
+    """The prompt lengths a run tested, as every verdict states them: 'prompts of 1,017 to 1,044
+    tokens', 'prompts of 128 tokens', or with length bands 'prompts of 1,017 to 16,380 tokens in 3
+    bands (1,024, 4,096 and 16,384)'."""
+    text = f"prompts of {low:,} tokens" if low == high else f"prompts of {low:,} to {high:,} tokens"
+    if bands and len(bands) > 1:
+        listed = [f"{b:,}" for b in bands]
+        text += f" in {len(bands)} bands ({', '.join(listed[:-1])} and {listed[-1]})"
+    return text
+
+
+__all__ = ["FACTORS", "NAMES", "Factor", "candidate_periods", "lengths_words", "longest_period", "positions", "words"]

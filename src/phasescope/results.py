@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from phasescope.errors import InputError
-from phasescope.rundir import RunDir
+from phasescope.rundir import PAIRED, RunDir
 from phasescope.rundir.files import atomic_write_text, read_json
 from phasescope.rundir.metrics import Metrics
 from phasescope.rundir.records import Record, check_against_spec, read_records
@@ -62,12 +62,17 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
 
     if (per_task := task_metrics(found.records)) is not None:  # lm-eval tasks: their own metrics per phase
         metrics["task_metrics"] = per_task
+    from phasescope.analysis.per_task import per_band as band_verdicts
     from phasescope.analysis.per_task import per_task as task_verdicts
 
     if (tasks := task_verdicts(found.records, spec.seed, n_resamples)) is not None:  # one verdict per task
         metrics["per_task"] = tasks
         pooled = metrics["verdict"]["sentence"]
         metrics["verdict"]["sentence"] = f"{len(tasks)} tasks pooled (each task's own verdict follows): {pooled}"
+    if (bands := band_verdicts(found.records, spec.seed, n_resamples)) is not None:  # one verdict per length band
+        metrics["per_band"] = bands
+        pooled = metrics["verdict"]["sentence"]
+        metrics["verdict"]["sentence"] = f"{len(bands)} length bands pooled (each band's own verdict follows): {pooled}"
     metrics["n_resamples"] = n_resamples
     metrics["records_sha256"] = records_digest(path)
     metrics["schema"] = METRICS_SCHEMA
@@ -94,9 +99,9 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
 
 # 2: verdict and log_score; 3: the verdict's claims under one alpha (Holm), mixed start phases;
 # 4: factors (where the phase lives), phase_of, fixed_contents; 5: per_task, the period named
-# against the step; 6: the gap bias-corrected by data fission. A metrics.json of another schema is
-# recomputed when read
-METRICS_SCHEMA = 6
+# against the step; 6: the gap bias-corrected by data fission; 7: each factor tested at every candidate
+# period, the lengths tested, per_band. A metrics.json of another schema is recomputed when read
+METRICS_SCHEMA = 7
 
 
 def metrics_digest(metrics: dict) -> str:
@@ -244,6 +249,32 @@ def _paired(runs, labels, n_resamples, tolerance, reference_free) -> tuple[dict,
     return result, pairs, paths
 
 
+def _all_broken(runs, labels, reference_free: bool) -> tuple[dict, list, list[Path]] | None:
+    """When a run holds no record because every answer broke the protocol (protocol.jsonl): an
+    empty comparison, so the gate fails on the protocol instead of stopping at the missing records."""
+    from phasescope.reporting.compare import run_labels
+
+    paths = [Path(r) for r in runs] if not isinstance(runs, (str, Path)) else [Path(runs)]
+    empty = [p for p in paths if p.is_dir() and not _has_records(p) and RunDir(p).read_protocol()]
+    if not empty:
+        return None
+    names = tuple(run_labels(paths, labels))
+    if reference_free:
+        names = ("the known answer", names[0])
+    what = ", ".join(f"{p}: {len(RunDir(p).read_protocol())}" for p in empty)
+    comparison = {
+        "names": list(names), "n_pairs": 0, "n_contents": 0, "kinds": {}, "adjusted_p": {}, "p_value": 1.0,
+        "step": None, "align": 0, "cells": [], "lengths": None, "bands": None, "logprob": None, "left_out": 0,
+        "sentence": f"no record to compare: every answer broke the protocol ({what} findings in protocol.jsonl)",
+    }  # fmt: skip
+    return comparison, [], paths
+
+
+def _has_records(path: Path) -> bool:
+    file = RunDir(path).records
+    return file.is_file() and bool(file.read_text().strip())
+
+
 def _checked_records(path: Path) -> list[Record]:
     check_sweep_run_dir(path)
     records = read_records(RunDir(path).records).records
@@ -269,7 +300,10 @@ def gate(
     from phasescope.gate import Thresholds, decide, protocol_findings, reproducers, write_gate, write_reproducers
 
     thresholds = thresholds or Thresholds()
-    comparison, pairs, paths = _paired(runs, labels, n_resamples, thresholds.logprob_tol, reference_free)
+    if (broken := _all_broken(runs, labels, reference_free)) is not None:
+        comparison, pairs, paths = broken
+    else:
+        comparison, pairs, paths = _paired(runs, labels, n_resamples, thresholds.logprob_tol, reference_free)
     protocol = {}
     for name, path in zip(comparison["names"][-len(paths) :], paths, strict=True):
         scored = {tuple(r.key) for r in read_records(RunDir(path).records).records}
@@ -284,6 +318,7 @@ def gate(
     written = write_reproducers(out, found) if not decided["passed"] else []
     decided["reproducers"] = [str(p) for p in written]
     write_gate(out, decided, written)
+    atomic_write_text(out / PAIRED, json.dumps(comparison, indent=1, allow_nan=False) + "\n")
     return comparison, decided
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phasescope.analysis.pvalue import p_text
-from phasescope.phases import FACTORS, candidate_periods
+from phasescope.phases import FACTORS, candidate_periods, lengths_words
 
 ALPHA = 0.05
 N_PERMUTATIONS = 2000
@@ -69,6 +69,10 @@ class Pairs:
     answer_pos: np.ndarray  # [N] the prompt's length
     offset: np.ndarray | None = None  # [N] the sweep's offset (None: one block)
     keys: list = field(default_factory=list)  # [N] record keys (content, offset, variant)
+    # each kind's units when they are requests, not records: a multi-token answer teacher-forced is one
+    # request per token (length answer_pos + j), and a serving fault keyed on the request's length departs
+    # at the request that carries it (``Pairs`` of the requests; None: the records are the units)
+    requests: dict[str, Pairs] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -97,14 +101,16 @@ def departure_statistics(
     ``reference_free``: A is the known right answer (every record right, log-prob not compared)."""
     rng = np.random.default_rng(seed)
     kinds = ("wrong",) if reference_free else KINDS
-    strata = _strata(p)
     out: dict = {"names": list(names), "n_pairs": p.n, "n_contents": int(len(np.unique(p.content))), "kinds": {}}
     for kind in kinds:
         departed, base = p.departed(kind, tolerance)
         entry = {"departures": int(departed.sum()), "base": int(base.sum()), "test": None}
         entry["by_band"] = _by_band(p, departed, base)
-        if departed.any() and (base & ~departed).any():
-            entry["test"] = _structure(p, departed, base, strata, rng, n_permutations)
+        units = p.requests.get(kind, p)  # the test reads each request where the records are several requests
+        u_departed, u_base = units.departed(kind, tolerance)
+        if u_departed.any() and (u_base & ~u_departed).any():
+            entry["test"] = _structure(units, u_departed, u_base, _strata(units), rng, n_permutations)
+            entry["test"]["units"] = "records" if units is p else "requests"
         out["kinds"][kind] = entry
     out["asymmetry"] = None if reference_free else _asymmetry(p, rng, n_permutations)
     out["logprob"] = None if reference_free else _logprob_summary(p, tolerance)
@@ -437,13 +443,10 @@ def _tokens(band) -> str:
     return "the default length" if band is None else f"{band:,} tokens"
 
 
-def lengths_words(p: Pairs) -> str:
-    """'prompts of 1,017 to 1,044 tokens' or, with bands, 'prompts at 1,024, 2,048 and 4,096 tokens'."""
-    if len(p.bands) > 1:
-        listed = [f"{b:,}" for b in p.bands if b is not None]
-        return "prompts at " + ", ".join(listed[:-1]) + f" and {listed[-1]} tokens"
-    low, high = int(p.answer_pos.min()), int(p.answer_pos.max())
-    return f"prompts of {low:,} tokens" if low == high else f"prompts of {low:,} to {high:,} tokens"
+def lengths_text(p: Pairs) -> str:
+    """The lengths tested (``phases.lengths_words``)."""
+    bands = [b for b in p.bands if b is not None]
+    return lengths_words(int(p.answer_pos.min()), int(p.answer_pos.max()), bands)
 
 
 WHAT = {
@@ -458,7 +461,7 @@ def _sentence(p: Pairs, out: dict, names: tuple[str, str], reference_free: bool)
     kinds = out["kinds"]
     if reference_free:
         a = "the known answer"
-    lengths = lengths_words(p)
+    lengths = lengths_text(p)
     if not any(k["departures"] for k in kinds.values()):
         text = f"{b} agrees with {a} on every one of {p.n:,} records ({lengths})"
         if out.get("logprob"):
@@ -491,8 +494,9 @@ def _kind_words(p: Pairs, kind: str, entry: dict, a: str, b: str, out: dict) -> 
             "the length band" if test["factor"] == ["length"] else " or ".join(FACTORS[f].words for f in test["factor"])
         )
         between = ", between contents" if test.get("kind") == "between" else ""
+        unit = test.get("units", "records")  # requests: the teacher-forced answer's tokens, each its own request
         return (
-            f"{what} on {top['departures']} of {top['n']} records whose {where}, {elsewhere} "
+            f"{what} on {top['departures']} of {top['n']} {unit} whose {where}, {elsewhere} "
             f"(the departures follow {follows}{between}: {p_text(adjusted)}, Holm over the tests made)"
         )
     if test.get("p_value") is None:
@@ -529,7 +533,7 @@ def pairs_from_records(pairs: list, bands_of=None) -> Pairs:
         periods = [q for q in candidate_periods(step) if step % q == 0]
     a_correct = np.array([True if x is None else bool(x.correct) for x, _ in pairs])
     a_logprob = np.array([np.nan if x is None else float(x.logprob_target) for x, _ in pairs])
-    return Pairs(
+    out = Pairs(
         step=step,
         align=align,
         content=np.array([index[r.content_id] for r in ref], dtype=np.int64),
@@ -544,6 +548,71 @@ def pairs_from_records(pairs: list, bands_of=None) -> Pairs:
         answer_pos=answer,
         offset=np.array([r.offset for r in ref], dtype=np.int64),
         keys=[list(r.key) for r in ref],
+    )
+    out.requests = _requests(out, pairs)
+    return out
+
+
+def _requests(p: Pairs, pairs: list) -> dict[str, Pairs]:
+    """Each kind's request-level ``Pairs`` where the records' answers are several teacher-forced
+    tokens: ``logprob`` when both runs recorded each token's log-prob; ``wrong`` and ``right`` when
+    ``correct`` came from teacher forcing (not from one generation request at the prompt's length)
+    and both runs recorded each token's greedy answer (A, reference-free: every token right)."""
+    tokens = [len(y.token_logprobs or y.token_correct or []) for _, y in pairs]
+    if max(tokens, default=0) <= 1:
+        return {}
+    out = {}
+    if all(x is None or x.token_logprobs is not None or not y.token_logprobs for x, y in pairs):
+        a = [[np.nan] * len(y.token_logprobs) if x is None else x.token_logprobs for x, y in pairs if y.token_logprobs]
+        out["logprob"] = _expand(p, pairs, lambda x, y: y.token_logprobs, a, "logprob")
+    teacher = all(y.answer_from != "generation" for _, y in pairs)
+    if teacher and all((x is None or x.token_correct is not None) == (y.token_correct is not None) for x, y in pairs):
+        a = [[True] * len(y.token_correct) if x is None else x.token_correct for x, y in pairs if y.token_correct]
+        out["wrong"] = out["right"] = _expand(p, pairs, lambda x, y: y.token_correct, a, "correct")
+    return out
+
+
+def _expand(p: Pairs, pairs: list, b_of, a_values: list, what: str) -> Pairs:
+    """The records as requests: a record with n values (``b_of``) is n rows, row j at prompt length
+    answer_pos + j (its own end, distance and length); a record without values stays one row."""
+    rows, j, a_vals, b_vals = [], [], [], []
+    a_iter = iter(a_values)
+    for i, (x, y) in enumerate(pairs):
+        values = b_of(x, y)
+        if values:
+            a_row = next(a_iter)
+            rows += [i] * len(values)
+            j += list(range(len(values)))
+            a_vals += list(a_row)
+            b_vals += list(values)
+        else:
+            rows.append(i)
+            j.append(0)
+            a_vals.append(p.a_correct[i] if what == "correct" else p.a_logprob[i])
+            b_vals.append(p.b_correct[i] if what == "correct" else p.b_logprob[i])
+    rows, j = np.array(rows), np.array(j)
+    positions = dict(p.positions)
+    positions["end"] = p.positions["end"][rows] + j
+    positions["distance"] = p.positions["distance"][rows] + j
+    positions["needle"] = p.positions["needle"][rows]
+    values = {"a_correct": p.a_correct[rows], "b_correct": p.b_correct[rows], "a_logprob": p.a_logprob[rows],
+              "b_logprob": p.b_logprob[rows]}  # fmt: skip
+    if what == "correct":
+        values["a_correct"], values["b_correct"] = np.array(a_vals, dtype=bool), np.array(b_vals, dtype=bool)
+    else:
+        values["a_logprob"], values["b_logprob"] = np.array(a_vals, dtype=float), np.array(b_vals, dtype=float)
+    return Pairs(
+        step=p.step,
+        align=p.align,
+        content=p.content[rows],
+        band=p.band[rows],
+        bands=p.bands,
+        positions=positions,
+        periods=p.periods,
+        answer_pos=p.answer_pos[rows] + j,
+        offset=None if p.offset is None else p.offset[rows],
+        keys=[p.keys[i] for i in rows] if p.keys else [],
+        **values,
     )
 
 

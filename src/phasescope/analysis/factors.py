@@ -277,9 +277,7 @@ def _min_p_value(beta, cov, draws, sl, bases) -> float:
     null = []
     for delta, covs in draws:
         d, c = delta[:, sl], covs[:, sl, sl]
-        per = [
-            -chi2.logsf(_wald(d @ b.T, np.einsum("rk,nkl,ql->nrq", b, c, b)), len(b)) for b in bases if len(b)
-        ]
+        per = [-chi2.logsf(_wald(d @ b.T, np.einsum("rk,nkl,ql->nrq", b, c, b)), len(b)) for b in bases if len(b)]
         null.append(np.max(per, axis=0) if per else np.zeros(len(d)))
     return bootstrap_p(np.concatenate(null), observed, tol=WALD_TOL)
 
@@ -427,9 +425,7 @@ def _permutation_p(accuracy: np.ndarray, label: np.ndarray, periods: list[int], 
     the contents' labels shuffled."""
 
     def statistic(labels: np.ndarray) -> np.ndarray:
-        return np.max(
-            [_spread(accuracy, labels % p) / max(len(np.unique(label % p)) - 1, 1) for p in periods], axis=0
-        )
+        return np.max([_spread(accuracy, labels % p) / max(len(np.unique(label % p)) - 1, 1) for p in periods], axis=0)
 
     shuffled = np.stack([rng.permutation(label) for _ in range(N_PERMUTATIONS)])
     return bootstrap_p(statistic(shuffled), float(statistic(label)[0]))

@@ -13,6 +13,11 @@ import numpy as np
 from phasescope.rundir.records import Record, as_records, check_records
 
 
+def bands_of(records: list[Record]) -> list[int]:
+    """The length bands of a run (``--context-tokens A,B,...``; sorted), [] when it was swept at one length."""
+    return sorted({r.context_tokens for r in records if r.context_tokens is not None})
+
+
 def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(keys, axis=0, return_inverse=True)`` for integer keys [N, F]: the same distinct
     rows in the same (lexicographic) order and each row's index among them [N]. Each row is coded as

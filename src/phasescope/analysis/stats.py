@@ -26,9 +26,11 @@ from phasescope.analysis.log_score import log_score
 from phasescope.analysis.offset_effects import MIN_CONTENTS, OffsetEffects, fit_offset_effects
 from phasescope.analysis.period import detect_period
 from phasescope.analysis.phase_effects import PhaseEffects, fit_phase_effects
-from phasescope.analysis.records import RecordArrays
+from phasescope.analysis.records import RecordArrays, bands_of
 from phasescope.analysis.verdict import verdict
 from phasescope.analysis.windows import window_contrast
+from phasescope.phases import lengths_words
+from phasescope.rundir.records import as_records
 
 MODEL = (
     "linear probability model in two stages: accuracy at each offset within contents (content fixed effects), "
@@ -145,13 +147,22 @@ def analyze_records(
     records: list[dict], seed: int = 0, n_resamples: int = 2000, trend_degree: int | None = None
 ) -> dict:
     """metrics.json content from records alone."""
+    records = as_records(records)  # checked once: from_records takes Records as they are
     r = RecordArrays.from_records(records)
-    return analyze_arrays(r, seed, n_resamples, trend_degree)
+    return analyze_arrays(r, seed, n_resamples, trend_degree, bands=bands_of(records))
 
 
-def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, trend_degree: int | None = None) -> dict:
+def analyze_arrays(
+    r: RecordArrays,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    trend_degree: int | None = None,
+    bands: list[int] | None = None,
+) -> dict:
     """``trend_degree``: None (default) lets the data choose the drift trend; an integer fixes it
-    (0: the drift ignored -- for calibration contrasts only)."""
+    (0: the drift ignored -- for calibration contrasts only). ``bands``: the run's length bands
+    (``--context-tokens A,B,...``): the verdict names them, and the same-window contrast, which
+    pairs a content's renderings, is left to each band's own analysis."""
     rng = np.random.default_rng(seed)
     phases = factor_phases(r)
     shape = None if phases is None else layout(r, phases)  # which phases move: read once, used twice
@@ -189,7 +200,7 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
         "accuracy_by_offset": [float(x) for x in by_offset],
         "accuracy_ci_by_offset": r.offset_intervals(MIN_CONTENTS),
         "phase_by_offset": r.phase_by_offset(),
-        "windows": window_contrast(r, rng, n_resamples, trend_degree=degree or 1),
+        "windows": None if bands and len(bands) > 1 else window_contrast(r, rng, n_resamples, trend_degree=degree or 1),
         "phase_dependence": phase_dependence(r, _record_drift(r, fx, effects)),
         "candidate_probabilities": candidate_probabilities(r),
         "log_score": log_score(r, rng, n_resamples, trend_degree),
@@ -200,4 +211,9 @@ def analyze_arrays(r: RecordArrays, seed: int = 0, n_resamples: int = 2000, tren
         ),
     }
     metrics["verdict"] = verdict(metrics)
+    if records.answer_pos is not None:  # every verdict says the prompt lengths it was measured at
+        low, high = int(records.answer_pos.min()), int(records.answer_pos.max())
+        metrics["lengths"] = {"min": low, "max": high, "bands": list(bands or [])}
+        if metrics["verdict"]["sentence"]:
+            metrics["verdict"]["sentence"] += f"; {lengths_words(low, high, bands)}"
     return metrics

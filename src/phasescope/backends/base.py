@@ -156,22 +156,30 @@ def greedy_along(argmaxes: list[int], target: list[int]) -> list[int]:
     return list(argmaxes)
 
 
-def result(item: ProbeItem, scores: dict, answer: list[int]) -> dict:
+def result(item: ProbeItem, scores: dict, answer: list[int], steps: list[tuple[float, int]] | None = None) -> dict:
     """A backend's result: ``greedy`` (greedy decoding reproduces the target's tokens) read from
     ``answer``, the tokens greedy decoding gives along the target (``greedy_along``), kept as
-    ``answer_ids``; the candidates' log-probs; the target's."""
+    ``answer_ids``; the candidates' log-probs; the target's. ``steps``: at each of a multi-token
+    target's teacher-forced positions, (its token's log-prob, the argmax token): each request of a
+    served model, whose length a serving fault may be keyed on (``token_logprobs``,
+    ``token_correct``)."""
     for name, value in scores.items():
         if not np.isfinite(value):
             raise InputError(
                 f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
                 f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
             )
-    return {
+    out = {
         "greedy": reproduces(item, answer),
         "logprob_target": scores[item.target],
         "logprobs": scores,
         "answer_ids": answer,
     }
+    target = item.candidates[item.target]
+    if steps is not None and len(target) > 1:
+        out["token_logprobs"] = [float(v) for v, _ in steps]
+        out["token_correct"] = [int(top) == int(t) for (_, top), t in zip(steps, target, strict=True)]
+    return out
 
 
 def reproduces(item: ProbeItem, answer: list[int]) -> bool:

@@ -93,7 +93,7 @@ def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
     first = logits[0, -1].float()
     refuse_broken(first, item)
     first = torch.log_softmax(first, dim=-1)
-    scores, answer = {}, []
+    scores, answer, along = {}, [], None
     for name, tokens in item.candidates.items():
         steps = [first]
         if len(tokens) > 1:
@@ -102,5 +102,7 @@ def _score_one(session, state, prefix_len: int, item: ProbeItem) -> dict:
             steps += list(torch.log_softmax(more, dim=-1))
         scores[name] = float(sum(dist[t] for dist, t in zip(steps, tokens, strict=True)))
         if name == item.target:
-            answer = greedy_along([int(dist.argmax()) for dist in steps], tokens)
-    return result(item, scores, answer)
+            tops = [int(dist.argmax()) for dist in steps]
+            answer = greedy_along(tops, tokens)
+            along = [(float(dist[t]), top) for dist, t, top in zip(steps, tokens, tops, strict=True)]
+    return result(item, scores, answer, along)

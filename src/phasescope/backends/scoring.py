@@ -68,13 +68,17 @@ def score_items(logits_where, items: list[ProbeItem]) -> list[dict]:
     logp, index = _forward(logits_where, sequences, reads, items)
     scores: list[dict] = [{} for _ in items]
     answers: list[list[int]] = [[] for _ in items]
+    steps: list[list] = [[] for _ in items]
     for row, (i, name) in enumerate(owners):
         tokens = items[i].candidates[name]
         at = torch.tensor([index[p] for p in reads[row]])
-        scores[i][name] = float(logp[row, at, torch.tensor(tokens)].sum())
+        per_token = logp[row, at, torch.tensor(tokens)]
+        scores[i][name] = float(per_token.sum())
         if name == items[i].target:  # the argmax at each of the target's positions
-            answers[i] = greedy_along([int(t) for t in logp[row, at].argmax(-1)], tokens)
-    return [result(item, scores[i], answers[i]) for i, item in enumerate(items)]
+            tops = [int(t) for t in logp[row, at].argmax(-1)]
+            answers[i] = greedy_along(tops, tokens)
+            steps[i] = list(zip(per_token.tolist(), tops, strict=True))
+    return [result(item, scores[i], answers[i], steps[i]) for i, item in enumerate(items)]
 
 
 def single_token(items: list[ProbeItem]) -> bool:

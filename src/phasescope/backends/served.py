@@ -255,13 +255,16 @@ class ServedModel(Backend):
             "request_lengths": sorted({len(item.input_ids) + len(c) for c in item.candidates.values()}),
         }
         for name, tokens in item.candidates.items():
-            logprob, argmaxes = self._candidate(item, tokens)
+            logprob, argmaxes, values = self._candidate(item, tokens)
             scored["logprobs"][name] = logprob
             if name == item.target:
                 scored["logprob_target"] = logprob
                 if argmaxes is not None:
                     scored["answer_ids"] = greedy_along(argmaxes, tokens)
                     scored["greedy"] = reproduces(item, scored["answer_ids"])
+                    if len(tokens) > 1:
+                        scored["token_logprobs"] = values
+                        scored["token_correct"] = [a == t for a, t in zip(argmaxes, tokens, strict=True)]
         return scored
 
     def _item_fast(self, item: ProbeItem) -> dict:
@@ -295,8 +298,9 @@ class ServedModel(Backend):
             for name, tokens in item.candidates.items()
         }
         target = item.candidates[item.target]
-        answer = greedy_along([answers[tuple(target[:j])][0] for j in range(len(target))], target)
-        return result(item, scores, answer) | {
+        tops = [answers[tuple(target[:j])][0] for j in range(len(target))]
+        steps = [(answers[tuple(target[:j])][1][t], tops[j]) for j, t in enumerate(target)]
+        return result(item, scores, greedy_along(tops, target), steps) | {
             "request_lengths": sorted({len(item.input_ids) + len(prefix) for prefix in following})
         }
 
@@ -306,22 +310,22 @@ class ServedModel(Backend):
         answer = self._post(vllm.next_body(self.model, sent, wanted), item)
         return self._read(lambda: vllm.read_next(answer, sent, wanted, self.vocab), item)
 
-    def _candidate(self, item: ProbeItem, tokens: list[int]) -> tuple[float, list[int] | None]:
-        """(the candidate's log-prob, the argmax at each of its positions; None where the server
-        gave no top token there)."""
+    def _candidate(self, item: ProbeItem, tokens: list[int]) -> tuple[float, list[int] | None, list[float]]:
+        """(the candidate's log-prob, the argmax at each of its positions -- None where the server
+        gave no top token there --, each position's log-prob)."""
         sent = item.input_ids + tokens
         _, values, tops = self._read(
             lambda: vllm.read_echo(self._post(vllm.echo_body(self.model, sent), item), sent, self.vocab), item
         )
         at = range(item.answer_pos, item.answer_pos + len(tokens))
-        logprob = float(sum(self._read(lambda i=i: vllm.logprob(values[i]), item) for i in at))
+        each = [self._read(lambda i=i: vllm.logprob(values[i]), item) for i in at]
         argmaxes = []
         for i in at:
             top = self._read(lambda i=i: vllm.top(tops[i], self.vocab), item)
             if not top:
-                return logprob, None
+                return float(sum(each)), None, each
             argmaxes.append(max(top, key=top.get))
-        return logprob, argmaxes
+        return float(sum(each)), argmaxes, each
 
     # -- generation ------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ class Command(_PlainHelp, typer.core.TyperCommand):
 WORKFLOW = {
     "Start here": ("demo",),
     "Measure a model": ("sweep", "analyze", "report", "compare", "export"),
+    "Check a serving stack": ("check", "replay"),
     "Look inside a model": ("ablate", "preferences"),
     "Train, reproduce, theory": ("train", "reproduce", "theory"),
     "Reference": ("backends", "recipes", "schemes", "savings", "cache-demo"),

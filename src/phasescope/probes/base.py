@@ -9,7 +9,7 @@ check their own token exactness and raise ``ProbeError`` before any scoring star
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -71,6 +71,24 @@ class ProbeItem:
     # (scored Record, generated ids or None) -> fields set in the record (the probe's own metric,
     # e.g. an lm-eval task's; Record fields or other names, JSON values)
     grade: Callable[[Record, list[int] | None], dict] | None = None
+    context_tokens: int | None = None  # the length band (--context-tokens A,B,...); None: one length
+
+
+def banded(probe, offsets: list[int], n_samples: int, rng: np.random.Generator):
+    """A probe's contents at each of its length bands (``probe.params.lengths()``), content by
+    content: each band is the probe at that length (``probe.at_length``) streaming from its own
+    random stream (``probe._stream``); band b's items get variant ``b * renderings + their own``
+    (renderings: the kv-gaps) and ``context_tokens``."""
+    lengths = probe.params.lengths()
+    renderings = len(probe.params.kv_gaps)
+    parts = [probe.at_length(n) for n in lengths]
+    streams = [part._stream(offsets, n_samples, r) for part, r in zip(parts, rng.spawn(len(parts)), strict=True)]
+    for groups in zip(*streams, strict=True):
+        yield [
+            replace(item, variant=b * renderings + item.variant, context_tokens=lengths[b])
+            for b, group in enumerate(groups)
+            for item in group
+        ]
 
 
 def check_depth_and_gaps(depth: float, kv_gaps: tuple[int, ...]) -> None:

@@ -7,7 +7,7 @@ size, which only Python sets. Both are what the probe's description in spec.json
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from phasescope.designs import DESIGN_HELP, DESIGNS
 from phasescope.errors import ProbeError
@@ -15,6 +15,21 @@ from phasescope.probes.options import ProbeOptions, chat_template_option, filler
 from phasescope.probes.pairs import FORMATS, LEGACY
 
 MAX_CONTEXT = 4_194_304  # refuse absurd --context-tokens before building millions of tokens
+
+
+def parse_lengths(text: str) -> int | tuple[int, ...]:
+    """'4096' -> 4096; '1024,2048' -> (1024, 2048) (one band each); '2K' style suffixes are not read."""
+    try:
+        values = tuple(int(x.replace("_", "")) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise ProbeError(
+            f"--context-tokens {text!r}: use a number of tokens or several separated by commas, e.g. 1024,2048,4096"
+        ) from None
+    if not values:
+        raise ProbeError("--context-tokens is empty: give a number of tokens, e.g. 4096")
+    return values[0] if len(values) == 1 else values
+
+
 PAIR_FORMATS = ("auto", *FORMATS)
 
 
@@ -37,12 +52,14 @@ class Options(ProbeOptions):
         metavar="GAPS",
         parse=parse_gaps,
     )
-    context_tokens: int | None = option(
+    context_tokens: int | tuple[int, ...] | None = option(
         None,
-        "kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072). Default: a "
-        "haystack just long enough to put the needle beyond the raw window.",
-        metavar="N",
-        minimum=64,
+        "kv-retrieval: fill this many tokens with pairs (needle in a haystack at 128K: 131072); several lengths, "
+        "comma separated (e.g. 1024,4096), sweep every content at each, one length band each (records carry "
+        "context_tokens; statistics and compare --paired read by band). Default: a haystack just long enough to put "
+        "the needle beyond the raw window.",
+        metavar="N[,N...]",
+        parse=parse_lengths,
     )
     pair_format: str = option(
         "auto",
@@ -64,6 +81,10 @@ class Options(ProbeOptions):
     def __post_init__(self) -> None:
         if self.pair_format in LEGACY:  # an old name: the same format, recorded by its name now
             object.__setattr__(self, "pair_format", LEGACY[self.pair_format])
+        lengths = self.context_tokens
+        if isinstance(lengths, (list, tuple, range)):  # one length is a number, as before bands existed
+            lengths = tuple(lengths)
+            object.__setattr__(self, "context_tokens", lengths[0] if len(lengths) == 1 else lengths)
         super().__post_init__()
 
     def check(self) -> None:
@@ -78,11 +99,24 @@ class Options(ProbeOptions):
             raise ProbeError(f"--pair-format {self.pair_format!r} is invalid; allowed: {' | '.join(PAIR_FORMATS)}")
         if self.filler is not None and (not isinstance(self.filler, str) or not self.filler):
             raise ProbeError(f"--filler {self.filler!r} is invalid; allowed: non-empty text such as ' .'")
-        if self.context_tokens is not None and not 64 <= self.context_tokens <= MAX_CONTEXT:
-            raise ProbeError(
-                f"--context-tokens: context_tokens={self.context_tokens} is invalid; allowed: 64 .. {MAX_CONTEXT} "
-                "(e.g. 131072)"
-            )
+        for n in self.lengths():
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 64 <= n <= MAX_CONTEXT):
+                raise ProbeError(
+                    f"--context-tokens: context_tokens={n!r} is invalid; allowed: 64 .. {MAX_CONTEXT} (e.g. 131072), "
+                    "or several, comma separated (1024,2048,4096)"
+                )
+        if isinstance(self.context_tokens, tuple) and len(set(self.context_tokens)) != len(self.context_tokens):
+            raise ProbeError(f"--context-tokens {self.context_tokens!r} lists a length twice; list each once")
+
+    def lengths(self) -> list[int | None]:
+        """The length bands: [None] (the default length), [N], or each of several."""
+        if isinstance(self.context_tokens, tuple):
+            return list(self.context_tokens)
+        return [self.context_tokens]
+
+    def at_length(self, n: int | None):
+        """These options at one length band."""
+        return replace(self, context_tokens=n)
 
     @classmethod
     def of(cls, options: Options, **sizes):

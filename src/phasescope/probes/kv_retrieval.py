@@ -36,6 +36,7 @@ key and value fall into one compression window::
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import asdict, replace
 
@@ -43,7 +44,7 @@ import numpy as np
 
 from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
 from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
-from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem
+from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, banded
 from phasescope.probes.kv_options import KVRetrievalSpec, Options, TextKVSpec  # noqa: F401  (the registry's)
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe
 
@@ -110,8 +111,23 @@ class KVRetrievalProbe(Probe):
         )
 
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
+        """Every content at every offset (and kv-gap); with several ``--context-tokens``, each content
+        is drawn at each length band (its own random stream per band)."""
         if min(offsets) < 0:
             raise ProbeError(f"offsets must be >= 0; got {min(offsets)}")
+        lengths = self.params.lengths()
+        if len(lengths) == 1:
+            yield from self._stream(offsets, n_samples, rng)
+            return
+        yield from banded(self, offsets, n_samples, rng)
+
+    def at_length(self, n: int) -> KVRetrievalProbe:
+        """This probe at one length band."""
+        part = copy.copy(self)
+        part.params = self.params.at_length(n)
+        return part
+
+    def _stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         span = max(offsets)
         long = self.params.context_tokens is not None
         base = None if long else self.base(span)

@@ -52,6 +52,7 @@ between the needle's separator and value (the value keeps its position), as the 
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -59,7 +60,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
-from phasescope.probes.base import Probe, ProbeError, ProbeItem
+from phasescope.probes.base import Probe, ProbeError, ProbeItem, banded
 from phasescope.probes.kv_options import TextKVSpec
 from phasescope.probes.padding import Padding, encode_sides, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
@@ -187,7 +188,7 @@ class TextKVRetrievalProbe(Probe):
         pieces for ``n_pairs`` (None: a context of ``context_tokens``), else numbers."""
         name = self.params.pair_format
         if name == "auto":
-            needed = n_pairs if n_pairs is not None else self.params.context_tokens // LINE
+            needed = n_pairs if n_pairs is not None else max(self.params.lengths()) // LINE
             name = "pieces" if len(self.words) >= needed + self.params.n_distractors + 1 else "numbers"
         return PairFormat(name, self.tokenizer, self.words)
 
@@ -225,6 +226,23 @@ class TextKVRetrievalProbe(Probe):
             )
 
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
+        """Every content at every offset (and kv-gap); with several ``--context-tokens``, each content
+        is drawn at each length band (its own random stream per band)."""
+        lengths = self.params.lengths()
+        if len(lengths) == 1:
+            yield from self._stream(offsets, n_samples, rng)
+            return
+        yield from banded(self, offsets, n_samples, rng)
+
+    def at_length(self, n: int) -> TextKVRetrievalProbe:
+        """This probe at one length band."""
+        part = copy.copy(self)
+        part.params = self.params.at_length(n)
+        part.fillers, part.gaps = self.fillers, self.gaps  # shared: what worked at one length is tried first
+        part.format = part._format(None)
+        return part
+
+    def _stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         span = max(offsets)
         if self.params.context_tokens is None:
             self.n_pairs = self._pairs_needed(span)

@@ -107,6 +107,10 @@ def _verdict(metrics: Metrics) -> str:
         f"<li><b>{html.escape(task)}</b> ({html.escape(t['metric'])}): {html.escape(t['verdict'])}</li>"
         for task, t in (metrics.per_task or {}).items()
     )
+    tasks += "".join(
+        f"<li><b>{html.escape(band)}</b>: {html.escape(t['verdict'])}</li>"
+        for band, t in (metrics.per_band or {}).items()
+    )
     pooled = f'<p class="verdict"><b>Verdict:</b> {html.escape(metrics.verdict.sentence)}</p>'
     return pooled + (f'<ul class="verdict">{tasks}</ul>' if tasks else "")
 

@@ -33,6 +33,7 @@ def verdict_text(metrics: Metrics) -> str:
     """The one-sentence reading (metrics.json's ``verdict``), then each task's own in a run of several."""
     lines = [f"[bold]verdict:[/] {metrics.verdict.sentence}"]
     lines += [f"  [bold]{task}[/] ({t['metric']}): {t['verdict']}" for task, t in (metrics.per_task or {}).items()]
+    lines += [f"  [bold]{band}[/]: {t['verdict']}" for band, t in (metrics.per_band or {}).items()]
     return "\n".join(lines)
 
 

@@ -76,6 +76,9 @@ def record_for(item: ProbeItem, result: dict, step: int, align: int, window: int
         answer_ids=answer,
         answer_text=decode(answer) if decode is not None and answer is not None else None,
         target_text=decode(item.candidates[item.target]) if decode is not None else None,
+        context_tokens=item.context_tokens,
+        token_logprobs=result.get("token_logprobs"),
+        token_correct=result.get("token_correct"),
     )
 
 

@@ -25,6 +25,7 @@ def sample_logger(model: Backend, out: Path):
         lines = []
         for it, record in scored:
             sample = {"content_id": it.content_id, "offset": it.offset, "variant": it.variant, "target": it.target}
+            sample["rule"] = it.rule  # how correct was judged: phasescope check sends the prompt again
             sample |= {"prompt_ids": it.input_ids, "prompt_text": text(it.input_ids), "candidates": it.candidates}
             sample["candidate_texts"] = {name: text(ids) for name, ids in it.candidates.items()}
             sample |= {"answer_ids": record.answer_ids, "answer_text": record.answer_text, "correct": record.correct}

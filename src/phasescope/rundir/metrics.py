@@ -114,7 +114,10 @@ class LogScore:
 
 
 # written only when they are set (analyze adds them; analyze_records' own output lacks them)
-_SET_ONLY = ("task_metrics", "per_task", "records_note", "n_resamples", "records_sha256", "schema", "metrics_sha256")
+_SET_ONLY = (
+    "task_metrics", "per_task", "per_band", "lengths", "records_note", "n_resamples", "records_sha256", "schema",
+    "metrics_sha256",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class Metrics:
     verdict: Verdict
     task_metrics: dict | None = None  # analysis/task_metrics.py (lm-eval probes)
     per_task: dict | None = None  # analysis/per_task.py: each task's own verdict (runs of several tasks)
+    per_band: dict | None = None  # analysis/per_task.py: each length band's own verdict (--context-tokens A,B,...)
+    lengths: dict | None = None  # the prompt lengths tested: min, max, bands
     factors: dict | None = None  # analysis/factors.py: the needle's, the prompt end's and the distance's phase
     accuracy_ci_by_offset: list | None = None  # [D] [low, high] per offset, clustered by content
     phase_of: str = "needle"  # whose phase ``phases`` are: "needle", or "end" when the design holds the needle

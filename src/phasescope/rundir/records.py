@@ -64,6 +64,11 @@ class Record:
     target_text: str | None = None  # the right answer's text where the model has a tokenizer (" Paris", not "3")
     # the prompt length asked for (--context-tokens A,B,...: one length band per value); None: the default length
     context_tokens: int | None = None
+    # a multi-token target, each token teacher-forced (one request each on a served model, of length
+    # answer_pos + j): its log-prob, and whether greedy decoding's token there is the target's; the paired
+    # comparison reads a departure at the request that departed (docs/serving.md)
+    token_logprobs: list[float] | None = None
+    token_correct: list[bool] | None = None
     extra: dict = field(default_factory=dict)  # fields this version does not know, kept as they were
 
     @classmethod
@@ -104,6 +109,7 @@ _JSON_ORDER = (
 _SET_ONLY = (
     "padding", "task", "doc_id", "generation", "task_metrics", "end_phase", "prompt_digest", "request_lengths",
     "answer_from", "answer_ids", "answer_text", "target_text", "context_tokens",
+    "token_logprobs", "token_correct",
 )  # fmt: skip
 _FIELDS = {f.name for f in fields(Record)} - {"extra"}
 
@@ -256,7 +262,7 @@ def check_against_spec(records: list[Record], spec: SavedSweep, path: str) -> No
     records file, whose line i + 1 holds ``records[i]``."""
     offsets, samples = spec.offsets, spec.samples
     swept = set(offsets) if offsets is not None else None  # a set: every record is looked up
-    gaps, by_sample = spec.kv_gaps, spec.contents_by_sample
+    gaps, by_sample, bands = spec.kv_gaps, spec.contents_by_sample, spec.bands
     for i, r in enumerate(records):
         where, key = f"{path} line {i + 1}", f"record content_id={r.content_id!r} offset={r.offset}"
         if swept is not None and r.offset not in swept:
@@ -270,10 +276,17 @@ def check_against_spec(records: list[Record], spec: SavedSweep, path: str) -> No
                 "edited or belongs to another sweep: delete that line"
             )
         _check_same_window(r, spec, where, key)
-        if isinstance(gaps, list) and not r.variant < len(gaps):
+        renderings = len(gaps) * max(len(bands), 1) if isinstance(gaps, list) else None
+        if renderings is not None and not r.variant < renderings:
+            per_band = f" at each of {len(bands)} lengths" if bands else ""
             raise InputError(
-                f"{where}: {key} is rendering {r.variant}, but the sweep made {len(gaps)} (--kv-gaps "
-                f"{','.join(map(str, gaps))}); the record was edited: delete that line"
+                f"{where}: {key} is rendering {r.variant}, but the sweep made {renderings} (--kv-gaps "
+                f"{','.join(map(str, gaps))}{per_band}); the record was edited: delete that line"
+            )
+        if bands and r.context_tokens not in bands:
+            raise InputError(
+                f"{where}: {key} is at length {r.context_tokens}, not one of the sweep's bands {bands}; the record was "
+                "edited: delete that line"
             )
 
 
@@ -313,6 +326,11 @@ def _check_end(record: dict, where: str) -> None:
     answer = record.get("answer_ids")
     if answer is not None and not (isinstance(answer, list) and all(_is_int(t) and t >= 0 for t in answer)):
         raise InputError(f"{where}: field 'answer_ids' must be a list of token ids, got {answer!r}")
+    logprobs, flags = record.get("token_logprobs"), record.get("token_correct")
+    if logprobs is not None and not (isinstance(logprobs, list) and all(_is_logprob(v) for v in logprobs)):
+        raise InputError(f"{where}: field 'token_logprobs' must be a list of {LOGPROB_RANGE}, got {logprobs!r}")
+    if flags is not None and not (isinstance(flags, list) and all(isinstance(v, bool) for v in flags)):
+        raise InputError(f"{where}: field 'token_correct' must be a list of true/false, got {flags!r}")
     for name in ("answer_text", "target_text"):
         if record.get(name) is not None and not isinstance(record[name], str):
             raise InputError(f"{where}: field {name!r} must be text, got {record[name]!r}")

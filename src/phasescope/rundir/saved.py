@@ -134,3 +134,9 @@ class SavedSweep:
     def kv_gaps(self) -> list | None:
         gaps = self.probe.get("kv_gaps")
         return gaps if isinstance(gaps, list) else None
+
+    @property
+    def bands(self) -> list[int]:
+        """The length bands (``--context-tokens A,B,...``), [] when the sweep had one length."""
+        lengths = self.probe.get("context_tokens")
+        return list(lengths) if isinstance(lengths, list) and len(lengths) > 1 else []
