@@ -23,6 +23,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "prefill_ab.py": (["--quick"], "compressed / full prefill time"),
     "served.py": (["--quick"], "the three paths' log-probs equal: True"),
     "sweep_overhead.py": (["--quick"], "overhead"),
+    "sweep_startup.py": (["--quick"], "| this code |"),
     "sweep_prefix.py": (["--quick"], "speed-up"),
     "training.py": (["--quick"], "tokens/s"),
 }

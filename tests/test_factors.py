@@ -172,3 +172,13 @@ def test_contents_fixed_at_every_offset_are_named_not_sent_for_more_samples():
     sentence = m["verdict"]["sentence"]
     assert "raise --samples" not in sentence
     assert "11 of 60 contents are wrong at every offset" in sentence
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4", "qwen3"])
+def test_the_crossed_design_keeps_the_needle_beyond_the_raw_window_at_the_default_offsets(name):
+    """The README's crossed command (--local 128, offsets 0:24, the default pair format) was refused:
+    the room for the needle counted the filler before the question, which some offsets do not get."""
+    tok = named_tokenizer(name)
+    probe = TextKVRetrievalProbe(tok, TextKVSpec(design="crossed"), bos_id=tok.bos_token_id, min_gap=132, step=4)
+    items = probe.items(OFFSETS, 4, np.random.default_rng(0))
+    assert min(it.answer_pos - 1 - it.value_last for it in items) >= 132

@@ -90,3 +90,21 @@ def test_vllm_is_read_without_echo(server):
 
     backend.score(probe.items([0, 1], 1, np.random.default_rng(0)))
     assert backend.no_echo is True and backend.scoring_path.startswith("no echo")
+
+
+def test_a_check_of_real_vllm_against_hf_on_the_same_weights_passes(server, tmp_path):
+    """The gate on a healthy stack: `phasescope check` of vLLM against hf: on the same weights exits 0
+    and reports its largest |Δ log-prob| (both runs at the floor: a tiny random model)."""
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+
+    url, model = server
+    args = ["check", "--stack", f"openai:{url}#{model}", "--reference", f"hf:{model}", "--tokenizer", str(model)]
+    args += ["--step", "4", "--local", "16", "--samples", "2", "--offsets", "0:8", "--no-repeat", "--concurrency", "4"]
+    result = CliRunner().invoke(app, [*args, "--logprob-tol", "0.01", "--out", str(tmp_path / "check")])
+    assert result.exit_code == 0, result.output
+    gate = json.loads((tmp_path / "check" / "check.json").read_text())
+    assert gate["passed"] and gate["n_pairs"] == 16
+    assert gate["largest_abs_logprob_diff"] is not None and gate["largest_abs_logprob_diff"] < 1e-3
+    assert "largest |Δ log-prob|" in " ".join(result.output.split())

@@ -49,13 +49,14 @@ def assemble(spec: SweepSpec, model=None, **inputs) -> Prepared:
 def run_assembled(prepared: Prepared, run: RunOptions, command: str | None = None, say=None):
     """Score the prepared sweep (``run_sweep``): resumable, with a progress bar when asked;
     ``say``: where to tell what a resumed run continues from (the command line prints it)."""
-    from phasescope.analysis.design import design_check
     from phasescope.run.orchestrator import run_sweep
 
     spec = prepared.spec.with_offsets_for(prepared.geometry.step)
     command = command or spec.command(run)
     result = run_sweep(prepared.backend, prepared.probe, spec, run, prepared.geometry, command, say or (lambda _: None))
     if result.plan is not None:  # the dry run also says whether these offsets can test the gap and the period
+        from phasescope.analysis.design import design_check  # scipy.stats: 1 s a sweep need not wait for
+
         result.plan["design"] = design_check(spec.offsets, prepared.geometry.step)
     return result
 

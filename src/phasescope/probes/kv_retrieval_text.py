@@ -209,7 +209,7 @@ class TextKVRetrievalProbe(Probe):
         moves = span if needle_moves(self.params.design) else 0
         if self.params.depth >= 1 and self.min_gap > question_len + 1:
             raise ProbeError("depth=1 puts the needle right before the question, inside the raw window; lower --depth")
-        question_len += most_end_filler(self.params.design, span, self.step)  # filler the design may add there
+        # the filler a design may put before the question is not counted: at some offsets it is none
         room = max(0, self.min_gap - 1 - question_len) / max(1 - self.params.depth, 1e-9)
         first = 2 * LINE + max(self.params.kv_gaps)
         same_phase = self.step if self.params.same_phase else 0  # the base may move by up to a step
