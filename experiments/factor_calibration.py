@@ -37,6 +37,18 @@ ROWS = [
     ("crossed, needle -10 pp and prompt end -20 pp", FactorScenario(needle_pp=10.0, end_pp=20.0)),
     ("shift-needle, prompt end -40 pp (between contents)", FactorScenario(design="shift-needle", end_pp=40.0)),
     ("pad-prefix, prompt end -20 pp", FactorScenario(design="pad-prefix", end_pp=20.0)),
+    ("crossed, prompt end -30 pp at ≡ 5 mod 8", FactorScenario(end_pp=30.0, period=8, worst=5)),
+    (
+        "crossed, prompt end -30 pp at ≡ 5 mod 8, 50 pp drift",
+        FactorScenario(end_pp=30.0, period=8, worst=5, drift_pp=50.0),
+    ),
+    ("crossed, prompt end -30 pp at ≡ 1 mod 2", FactorScenario(end_pp=30.0, period=2, worst=1)),
+    ("crossed, needle -30 pp at phase 5 mod 8", FactorScenario(needle_pp=30.0, period=8, worst=5)),
+    ("crossed, step 2, prompt end -30 pp at ≡ 5 mod 8", FactorScenario(step=2, end_pp=30.0, period=8, worst=5)),
+    (
+        "shift-needle, prompt end -40 pp at ≡ 5 mod 8 (between)",
+        FactorScenario(design="shift-needle", end_pp=40.0, period=8, worst=5),
+    ),
 ]
 
 
@@ -52,7 +64,8 @@ def main() -> None:
         rates = calibrate_factors(scenario, args.sims, seed=1000 + i, n_resamples=args.boot)
         planted = any((scenario.needle_pp, scenario.end_pp, scenario.distance_pp))
         found = f"{100 * rates['found']:.1f}%" if planted else "-"
-        rows.append([name, f"{100 * rates['any']:.1f}%", found, f"{100 * rates['wrong']:.1f}%"])
+        period = f"{100 * rates['period']:.1f}%" if planted else "-"
+        rows.append([name, f"{100 * rates['any']:.1f}%", found, period, f"{100 * rates['wrong']:.1f}%"])
         print(rows[-1], flush=True)
     elapsed = time.perf_counter() - start
     bound = 100 * (binomial_bound(0.05, args.sims) - 0.05)
@@ -62,9 +75,10 @@ def main() -> None:
             f"--boot {args.boot} --write` ({elapsed / 60:.0f} min here, one core). 60 contents x 24 offsets at "
             "step 4 unless the row says otherwise, one record per cell, contents of their own prompt lengths. "
             f"*Any factor*: sweeps whose verdict claims some factor (under Holm with the verdict's other tests); "
-            f"*found*: the planted factors all claimed; *wrong*: a factor claimed that has no effect. Alpha = 5%; "
+            f"*found*: the planted factors all claimed; *period*: each named at its planted period (the step unless "
+            f"the row says another); *wrong*: a factor claimed that has no effect. Alpha = 5%; "
             f"a rate over {args.sims} sweeps is measured to about ±{bound:.1f} points (2 s.e.).",
-            table(["scenario", "any factor", "found", "wrong"], rows),
+            table(["scenario", "any factor", "found", "period", "wrong"], rows),
         ]
     )
     print(text)

@@ -107,7 +107,8 @@ def test_a_fault_past_a_length_threshold_is_found_in_the_band_past_it(stacks, tm
     decided = check(stacks(("longer", 700, 0)), tmp_path / "c", stacks(), repeats=False, **SWEEP | small)
     assert not decided["passed"]
     wrong = finding(decided)
-    assert wrong["follows"] == ["length"] and wrong["where"] == "prompts of 900 tokens", wrong
+    assert wrong["follows"] == ["length"] and wrong["where"] == "length band is 900 tokens", wrong
+    assert "on 48 of 48 records whose length band is 900 tokens, and nowhere else" in decided["sentence"]
     assert wrong["there"][0] == wrong["departures"]
     assert "in 2 bands (400 and 900)" in decided["sentence"]
     records = [json.loads(line) for line in (tmp_path / "c" / "stack" / "records.jsonl").read_text().splitlines()]
@@ -194,3 +195,24 @@ def test_a_dry_run_prints_both_sweeps_requests_and_tokens(stacks, tmp_path):
     assert text.count("dry run (nothing scored or written)") == 2 and "requests" in text and "prompt_tokens" in text
     assert "records 384" in text, "the canary: 24 contents x 16 offsets"
     assert not (tmp_path / "stack").exists()
+
+
+@pytest.mark.slow
+def test_a_teacher_forced_fault_is_named_at_the_request_that_carries_it(stacks, tmp_path):
+    """Three-token numbers teacher-forced: requests of lengths L, L+1, L+2; a fault at request length
+    ≡ 3 mod 4 is named ≡ 3 whichever request carries it (before: "≡ 2" or "≡ 1", the prompt's), and
+    its reproducer sends that request (the prompt and the answer's first tokens)."""
+    healthy, faulty = stacks(), stacks(("length", 4, 3))
+    options = SWEEP | {"pair_format": "numbers", "answers": "teacher-forced", "samples": 6, "offsets": range(8)}
+    decided = check(faulty, tmp_path / "c", healthy, repeats=False, **options)
+    for kind in ("wrong", "logprob"):
+        row = finding(decided, kind)
+        assert (row["follows"], row["where"], row["units"]) == (["end"], "prompt length ≡ 3 mod 4", "requests"), row
+    found = [json.loads(p.read_text()) for p in (tmp_path / "c" / "compare" / "reproducers").glob("cell-*[0-9].json")]
+    assert found and all(entry["request_length"] % 4 == 3 for entry in found)
+    later = next(entry for entry in found if entry["answer_tokens_given"] > 0)
+    assert len(later["request"]["prompt"]) == later["request_length"] and later["expected_ids"]
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(later))
+    assert CliRunner().invoke(app, ["replay", str(path), "--model", faulty]).exit_code == 1
+    assert CliRunner().invoke(app, ["replay", str(path), "--model", healthy]).exit_code == 0

@@ -211,3 +211,43 @@ def test_the_crossed_design_runs_on_native_and_hf_models(tmp_path):
             by_content.setdefault(r.content_id, set()).add((r.phase, r.end_phase))
         assert all(len(seen) == 16 for seen in by_content.values())
     assert np.isfinite([r.logprob_target for r in text.records]).all()
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "10% broken at random, A has a -25 pp needle effect",
+        "healthy, nondeterministic: A and B each flip 5%",
+    ],
+)
+def test_departures_without_a_factor_claim_none_beyond_alpha(scenario):
+    """The fast subset of the paired calibration table (docs/sweeps.md, 'Paired comparison'): B
+    broken at random where A has its own phase effect, and a healthy but nondeterministic pair."""
+    from phasescope.analysis.simulate import binomial_bound
+    from phasescope.analysis.simulate_factors import FactorScenario
+    from phasescope.analysis.simulate_pairs import PairScenario, calibrate_pairs
+
+    reference = FactorScenario(drift_pp=40.0, n_contents=30)
+    s = {
+        "10% broken at random, A has a -25 pp needle effect": PairScenario(
+            reference=FactorScenario(drift_pp=40.0, n_contents=30, needle_pp=25.0), rate=0.1
+        ),
+        "healthy, nondeterministic: A and B each flip 5%": PairScenario(reference=reference, noise=0.05),
+    }[scenario]
+    n = 60
+    rates = calibrate_pairs(s, n, seed=7, n_permutations=300)
+    assert rates["claimed"] <= binomial_bound(0.05, n), rates
+    if s.noise:
+        assert rates["departs"] <= binomial_bound(0.05, n), "a healthy nondeterministic stack passes"
+    else:
+        assert rates["departs"] == 1.0, "a stack broken at random departs (and follows no factor)"
+
+
+def test_a_fault_at_one_prompt_length_residue_is_found_with_its_period():
+    from phasescope.analysis.simulate_factors import FactorScenario
+    from phasescope.analysis.simulate_pairs import PairScenario, calibrate_pairs
+
+    for where, rate in ((("end", 8, 5), 0.3), (("end", 4, 3), 0.2)):
+        s = PairScenario(reference=FactorScenario(drift_pp=40.0, n_contents=30), rate=rate, where=where)
+        rates = calibrate_pairs(s, 20, seed=8, n_permutations=300)
+        assert rates["found"] >= 0.9 and rates["period"] >= 0.8 and rates["wrong"] <= 0.1, (where, rates)

@@ -166,6 +166,7 @@ def findings(paired: dict, alpha: float) -> list[dict]:
             top = max(test["classes"], key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
             factor = test["factor"]
             row |= {
+                "units": test.get("units", "records"),
                 "follows": factor,
                 "period": test["period"],
                 "value": top["value"],
@@ -179,7 +180,7 @@ def findings(paired: dict, alpha: float) -> list[dict]:
 def _words(paired: dict, factor: list[str], period: int | None, value: int) -> str:
     if factor == ["length"]:
         band = paired["bands"][value]
-        return "the default length" if band is None else f"prompts of {band:,} tokens"
+        return "length band is the default length" if band is None else f"length band is {band:,} tokens"
     return FACTORS[factor[0]].describe(value, period, paired["step"], paired.get("align", 0))
 
 
@@ -220,7 +221,7 @@ def markdown(gate: dict, reproducers: list[Path] | None = None) -> str:
     found = [f for f in gate["findings"] if f["follows"]]
     if found:
         lines += ["", "What the departures follow:", ""]
-        lines += [f"- {f['kind']}: {f['where']} ({f['there'][0]} of {f['there'][1]} records)" for f in found]
+        lines += [f"- {f['kind']}: {f['where']} ({f['there'][0]} of {f['there'][1]} {f['units']})" for f in found]
     if reproducers:
         lines += [
             "",
@@ -250,54 +251,61 @@ def write_gate(out: Path, gate: dict, reproducers: list[Path] | None = None) -> 
 def reproducers(
     pairs: list, paired: dict, samples: tuple[dict, dict], servers: tuple[dict | None, dict | None], tolerance: float
 ) -> list[dict]:
-    """One reproducer per failing cell (needle phase x prompt-end phase x length band at the step):
-    the first departing record there, with what is needed to send its prompt again. ``samples``:
-    each run's samples.jsonl by record key (``RunDir.read_samples``); a record without its prompt
-    ids gets a reproducer without a request (its note says how to have one)."""
+    """One reproducer per failing cell (needle phase x the failing request's prompt-end phase x
+    length band, at the step): the first departing record there -- a wrong answer before a moved
+    log-prob --, with what is needed to send its failing request again. ``samples``: each run's
+    samples.jsonl by record key (``RunDir.read_samples``); a record without its prompt ids gets a
+    reproducer without a request (its note says how to have one)."""
     step = paired["step"]
-    seen = set()
-    out = []
-    names = paired["names"]
+    found: dict[tuple, tuple] = {}
     for a, b in sorted(pairs, key=lambda pair: _sort_key(pair[1].key)):
-        kind = _departure(a, b, tolerance)
-        if kind is None or b.answer_pos is None or b.anchor_pos is None:
+        departure = _departure(a, b, tolerance)
+        if departure is None or b.answer_pos is None or b.anchor_pos is None:
             continue
+        kind, j = departure
         align = b.align or 0
-        cell = ((b.anchor_pos - align) % step, (b.answer_pos - align) % step, getattr(b, "context_tokens", None))
-        if cell in seen:
-            continue
-        seen.add(cell)
-        out.append(_reproducer(a, b, kind, names, samples, servers, step))
-    return out
+        cell = ((b.anchor_pos - align) % step, (b.answer_pos + j - align) % step, getattr(b, "context_tokens", None))
+        if cell not in found or (found[cell][2] == "logprob" and kind != "logprob"):
+            found[cell] = (a, b, kind, j)
+    return [_reproducer(*found[cell], paired["names"], samples, servers, step) for cell in sorted(found, key=str)]
 
 
 def _sort_key(key: tuple) -> tuple:
     return tuple(str(k) if isinstance(k, str) else f"{k:012d}" for k in key)
 
 
-def _departure(a, b, tolerance: float) -> str | None:
+def _departure(a, b, tolerance: float) -> tuple[str, int] | None:
+    """(the kind of departure, the index j of the request that departed: the prompt + the answer's
+    first j tokens), or None when the pair agrees."""
     right = True if a is None else bool(a.correct)
-    if right and not b.correct:
-        return "wrong"
-    if not right and b.correct:
-        return "right"
+    if right != bool(b.correct):
+        kind = "wrong" if right else "right"
+        if b.answer_from == "generation" or not b.token_correct:
+            return kind, 0  # one generation from the prompt decided it
+        mine = b.token_correct
+        theirs = [True] * len(mine) if a is None or not a.token_correct else a.token_correct
+        return kind, next((j for j, (x, y) in enumerate(zip(theirs, mine, strict=False)) if x != y), 0)
     if a is not None and abs(b.logprob_target - a.logprob_target) > tolerance:
-        return "logprob"
+        if a.token_logprobs and b.token_logprobs and len(a.token_logprobs) == len(b.token_logprobs):
+            moved = [abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)]
+            return "logprob", moved.index(max(moved))
+        return "logprob", 0
     return None
 
 
-def _reproducer(a, b, kind: str, names, samples, servers, step: int) -> dict:
+def _reproducer(a, b, kind: str, j: int, names, samples, servers, step: int) -> dict:
     align = b.align or 0
     sample = samples[1].get(b.key) or samples[0].get(b.key) or {}
     prompt = sample.get("prompt_ids")
-    expected = (sample.get("candidates") or {}).get(b.target)
+    target = (sample.get("candidates") or {}).get(b.target)
     what = {
         "wrong": f"{names[1]} is wrong where {names[0]} is right",
         "right": f"{names[1]} is right where {names[0]} is wrong",
         "logprob": f"{names[1]}'s log-prob of the right answer differs from {names[0]}'s",
     }[kind]
+    length = b.answer_pos + j  # the failing request's prompt: the prompt and the answer's first j tokens
     residues = {
-        name: {str(p): int(f.position(b.anchor_pos, b.answer_pos, align) % p) for p in candidate_periods(step)}
+        name: {str(p): int(f.position(b.anchor_pos, length, align) % p) for p in candidate_periods(step)}
         for name, f in FACTORS.items()
     }
     entry = {
@@ -307,21 +315,25 @@ def _reproducer(a, b, kind: str, names, samples, servers, step: int) -> dict:
         "offset": b.offset,
         "variant": b.variant,
         "prompt_length": b.answer_pos,
+        "request_length": length,
+        "answer_tokens_given": j,
         "needle_pos": b.anchor_pos,
         "context_tokens": getattr(b, "context_tokens", None),
         "request_lengths": b.request_lengths,
         "step": step,
         "align": align,
-        "phases": {name: residues[name][str(step)] if str(step) in residues[name] else None for name in FACTORS},
+        "phases": {name: residues[name][str(step)] for name in FACTORS},
         "residues": residues,
-        "expected_ids": expected,
+        "expected_ids": None if target is None else target[j:],
         "expected_text": b.target_text,
         names[0]: None if a is None else _answer(a, servers[0]),
         names[1]: _answer(b, servers[1]),
-        "prompt_ids": prompt,
+        "prompt_ids": None if prompt is None or target is None else prompt + target[:j],
     }
-    if prompt is not None and expected is not None:
-        entry["request"] = request_body(prompt, len(expected), (servers[1] or {}).get("model"))
+    if entry["prompt_ids"] is not None:
+        entry["request"] = request_body(
+            entry["prompt_ids"], len(entry["expected_ids"]), (servers[1] or {}).get("model")
+        )
     else:
         entry["note"] = "the runs hold no prompt ids (sweep with --log-samples, as phasescope check does, to replay it)"
     return entry

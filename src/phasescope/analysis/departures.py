@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phasescope.analysis.pvalue import p_text
+from phasescope.analysis.verdict import holm
 from phasescope.phases import FACTORS, candidate_periods, lengths_words
 
 ALPHA = 0.05
@@ -117,7 +118,7 @@ def departure_statistics(
     tests = {k: (v["test"] or {}).get("p_value") for k, v in out["kinds"].items()}
     if out["asymmetry"] is not None:
         tests["asymmetry"] = out["asymmetry"]["p_value"]
-    out["adjusted_p"] = _holm(tests)
+    out["adjusted_p"] = holm(tests)
     out["p_value"] = min(out["adjusted_p"].values(), default=1.0)  # B departs at all: the family's smallest
     out["tolerance"] = tolerance
     out["lengths"] = [int(p.answer_pos.min()), int(p.answer_pos.max())] if p.n else None
@@ -420,22 +421,14 @@ def _by_band(p: Pairs, departed, base) -> list[dict] | None:
     ]
 
 
-def _holm(p_values: dict[str, float | None]) -> dict[str, float]:
-    made = sorted((v, k) for k, v in p_values.items() if v is not None)
-    adjusted, running = {}, 0.0
-    for i, (v, k) in enumerate(made):
-        running = max(running, min(1.0, (len(made) - i) * v))
-        adjusted[k] = running
-    return adjusted
-
-
 # -- words ------------------------------------------------------------------------------------
 
 
 def describe_class(p: Pairs, members: list[str], period: int | None, value: int) -> str:
-    """'prompt length ≡ 5 mod 8', 'needle phase 3', 'prompts of 4,096 tokens' (a length band)."""
+    """'prompt length ≡ 5 mod 8', 'needle phase 3', 'length band is 4,096 tokens' (each reads after
+    'records whose')."""
     if members == ["length"]:
-        return f"prompts of {_tokens(p.bands[value])}"
+        return f"length band is {_tokens(p.bands[value])}"
     return FACTORS[members[0]].describe(value, period, p.step, p.align)
 
 

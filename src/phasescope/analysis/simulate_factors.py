@@ -76,23 +76,35 @@ def simulate_factors(s: FactorScenario, rng: np.random.Generator) -> RecordArray
 
 def factor_claims(r: RecordArrays, seed: int, n_resamples: int) -> set[str]:
     """The factors a sweep's verdict claims (``factor:NAME`` under the verdict's Holm adjustment)."""
+    return set(_claimed(r, seed, n_resamples))
+
+
+def _claimed(r: RecordArrays, seed: int, n_resamples: int) -> dict[str, int | None]:
+    """Each factor the verdict claims -> the period its test names."""
     from phasescope.analysis.stats import analyze_arrays
 
     m = analyze_arrays(r, seed=seed, n_resamples=n_resamples)
-    claimed = set()
+    periods = {t["name"]: t.get("period") for t in (m.get("factors") or {}).get("tests", [])}
+    claimed = {}
     for name in m["verdict"]["claims"]:
         if name.startswith("factor:"):
-            claimed |= set(name.removeprefix("factor:").split("+"))
+            group = name.removeprefix("factor:")
+            claimed |= {f: periods.get(group) for f in group.split("+")}
     return claimed
 
 
 def calibrate_factors(s: FactorScenario, n_sims: int, seed: int = 0, n_resamples: int = 500) -> dict:
-    """Rates over ``n_sims`` sweeps: any factor claimed, the planted factor(s) claimed, another claimed."""
+    """Rates over ``n_sims`` sweeps: any factor claimed, the planted factor(s) claimed (``found``),
+    and each named at the planted period (``period``), another claimed (``wrong``)."""
     planted = {f for f, pp in (("needle", s.needle_pp), ("end", s.end_pp), ("distance", s.distance_pp)) if pp}
-    any_claim = found = wrong = 0
+    truth = s.period or s.step
+    any_claim = found = period = wrong = 0
     for i in range(n_sims):
-        claimed = factor_claims(simulate_factors(s, np.random.default_rng([seed, i])), i, n_resamples)
+        claimed = _claimed(simulate_factors(s, np.random.default_rng([seed, i])), i, n_resamples)
         any_claim += bool(claimed)
-        found += bool(planted) and planted <= claimed
-        wrong += bool(claimed - planted)
-    return {"any": any_claim / n_sims, "found": found / n_sims, "wrong": wrong / n_sims, "n": n_sims}
+        found += bool(planted) and planted <= set(claimed)
+        period += bool(planted) and all(claimed.get(f) == truth for f in planted)
+        wrong += bool(set(claimed) - planted)
+    return {k: v / n_sims for k, v in dict(any=any_claim, found=found, period=period, wrong=wrong).items()} | {
+        "n": n_sims
+    }

@@ -3,11 +3,11 @@ it knows about itself (``ModelInfo``) and ``score(items) -> results``. One base 
 file per kind of model spec (``hf:``, ``openai:``, a phasescope directory), a lazy registry
 keyed by the spec's prefix (``phasescope.backends``): docs/design.md, "Layers".
 
-A result is ``{"greedy": bool, "logprob_target": float, "logprobs": {candidate: float}, "answer_ids"}``
-(``result`` builds it; ``answer_ids``: what greedy decoding answered, where the backend can tell):
-``greedy`` says whether greedy decoding reproduces the target's tokens; whether the item is
-*correct* is decided once, by ``probes.base.judge`` (greedy, or the highest log-prob for
-multiple choice).
+A result is a ``Scored`` (``result`` builds it): ``greedy`` says whether greedy decoding
+reproduces the target's tokens; whether the item is *correct* is decided once, by
+``probes.base.judge`` (greedy, or the highest log-prob for multiple choice). A served model's
+answer that broke the protocol is ``{"protocol": {"kind", "message"}}`` instead: a finding the
+sweep records apart, never a score.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -22,7 +23,21 @@ from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 from phasescope.specs import ModelGeometry
 
-__all__ = ["Backend", "ModelInfo", "ScoringPlan", "check_device", "load_tokenizer"]
+__all__ = ["Backend", "ModelInfo", "Scored", "ScoringPlan", "check_device", "load_tokenizer"]
+
+
+class Scored(TypedDict, total=False):
+    """One item's score, as every backend returns it (``result`` builds the first five)."""
+
+    greedy: bool  # greedy decoding reproduces every token of the target
+    logprob_target: float  # the target's teacher-forced log-prob (summed over its tokens)
+    logprobs: dict[str, float]  # candidate name -> teacher-forced log-prob
+    answer_ids: list[int]  # what greedy decoding answered along the target (``greedy_along``)
+    token_logprobs: list[float]  # a multi-token target: each token's log-prob (one request each, served)
+    token_correct: list[bool]  # ... and whether greedy decoding's token there is the target's
+    request_lengths: list[int]  # served: the prompt lengths of the item's requests
+    answer_from: str  # served: "teacher-forced" or "generation" (which decided ``greedy``)
+    protocol: dict  # served: the answer broke the protocol (kind, message); nothing else is set
 
 
 @dataclass
@@ -72,7 +87,7 @@ class Backend:
         and variant at a time, ``batch_size`` items each (a resumed run cuts the same batches)."""
         return plain_batches(chunk, self.plan.batch_size)
 
-    def score(self, items: list[ProbeItem]) -> list[dict]:
+    def score(self, items: list[ProbeItem]) -> list[Scored]:
         """One result per item, in order (see the module docstring)."""
         raise NotImplementedError
 
@@ -156,7 +171,7 @@ def greedy_along(argmaxes: list[int], target: list[int]) -> list[int]:
     return list(argmaxes)
 
 
-def result(item: ProbeItem, scores: dict, answer: list[int], steps: list[tuple[float, int]] | None = None) -> dict:
+def result(item: ProbeItem, scores: dict, answer: list[int], steps: list[tuple[float, int]] | None = None) -> Scored:
     """A backend's result: ``greedy`` (greedy decoding reproduces the target's tokens) read from
     ``answer``, the tokens greedy decoding gives along the target (``greedy_along``), kept as
     ``answer_ids``; the candidates' log-probs; the target's. ``steps``: at each of a multi-token
@@ -169,7 +184,7 @@ def result(item: ProbeItem, scores: dict, answer: list[int], steps: list[tuple[f
                 f"the model gives candidate {name!r} probability 0 (log-prob {value}) for content {item.content_id} "
                 f"at offset {item.offset}; a probability of exactly 0 means masked logits: score other candidates"
             )
-    out = {
+    out: Scored = {
         "greedy": reproduces(item, answer),
         "logprob_target": scores[item.target],
         "logprobs": scores,

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from phasescope.backends import vllm_protocol as vllm
-from phasescope.backends.base import Backend, ModelInfo, greedy_along, load_tokenizer, reproduces, result
+from phasescope.backends.base import Backend, ModelInfo, Scored, greedy_along, load_tokenizer, reproduces, result
 from phasescope.backends.options import BackendOptions, model_option, tokenizer_option
 from phasescope.backends.transport import KEPT, Transport
 from phasescope.backends.vllm_protocol import (
@@ -166,7 +166,7 @@ class ServedModel(Backend):
 
     # -- scoring ---------------------------------------------------------------------------------
 
-    def score(self, items: list[ProbeItem]) -> list[dict]:
+    def score(self, items: list[ProbeItem]) -> list[Scored]:
         """One result per item: greedy, logprob_target, logprobs (as ``backends.scoring``), and
         request_lengths (the distinct prompt lengths of the item's requests) and answer_from; or,
         for an item whose answer broke the protocol, ``{"protocol": {"kind", "message"}}``.

@@ -74,6 +74,15 @@ class ProbeItem:
     context_tokens: int | None = None  # the length band (--context-tokens A,B,...); None: one length
 
 
+def by_length(probe, offsets: list[int], n_samples: int, rng: np.random.Generator):
+    """A probe's stream (``probe._stream``) at its one length, or at each of its length bands
+    (``banded``)."""
+    if len(probe.params.lengths()) == 1:
+        yield from probe._stream(offsets, n_samples, rng)
+    else:
+        yield from banded(probe, offsets, n_samples, rng)
+
+
 def banded(probe, offsets: list[int], n_samples: int, rng: np.random.Generator):
     """A probe's contents at each of its length bands (``probe.params.lengths()``), content by
     content: each band is the probe at that length (``probe.at_length``) streaming from its own

@@ -44,7 +44,7 @@ import numpy as np
 
 from phasescope.data.retrieval import BOS, QUERY, RetrievalTask, sample_row
 from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
-from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, banded
+from phasescope.probes.base import Probe, ProbeContext, ProbeError, ProbeItem, by_length
 from phasescope.probes.kv_options import KVRetrievalSpec, Options, TextKVSpec  # noqa: F401  (the registry's)
 from phasescope.probes.kv_retrieval_text import TextKVRetrievalProbe
 
@@ -115,11 +115,7 @@ class KVRetrievalProbe(Probe):
         is drawn at each length band (its own random stream per band)."""
         if min(offsets) < 0:
             raise ProbeError(f"offsets must be >= 0; got {min(offsets)}")
-        lengths = self.params.lengths()
-        if len(lengths) == 1:
-            yield from self._stream(offsets, n_samples, rng)
-            return
-        yield from banded(self, offsets, n_samples, rng)
+        yield from by_length(self, offsets, n_samples, rng)
 
     def at_length(self, n: int) -> KVRetrievalProbe:
         """This probe at one length band."""

@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from phasescope.designs import end_shifts, most_end_filler, needle_moves, prefix_padded
-from phasescope.probes.base import Probe, ProbeError, ProbeItem, banded
+from phasescope.probes.base import Probe, ProbeError, ProbeItem, by_length
 from phasescope.probes.kv_options import TextKVSpec
 from phasescope.probes.padding import Padding, encode_sides, fit, measure, shapes
 from phasescope.probes.padding_completion import decoder, encoder
@@ -228,11 +228,7 @@ class TextKVRetrievalProbe(Probe):
     def stream(self, offsets: list[int], n_samples: int, rng: np.random.Generator) -> Iterator[list[ProbeItem]]:
         """Every content at every offset (and kv-gap); with several ``--context-tokens``, each content
         is drawn at each length band (its own random stream per band)."""
-        lengths = self.params.lengths()
-        if len(lengths) == 1:
-            yield from self._stream(offsets, n_samples, rng)
-            return
-        yield from banded(self, offsets, n_samples, rng)
+        yield from by_length(self, offsets, n_samples, rng)
 
     def at_length(self, n: int) -> TextKVRetrievalProbe:
         """This probe at one length band."""

@@ -56,6 +56,21 @@ RUN_FILES = (LOCK, SPEC, MANIFEST, RECORDS, METRICS, REPORT, SAMPLES, PROTOCOL)
 MODEL_FILES = ("model.safetensors", "model_config.json", "train_config.json", "config.json")
 
 
+def _by_record_key(path: Path) -> dict:
+    """A JSON-lines file of one object per record key (content_id, offset, variant), the last line
+    per key kept; {} without the file. A line cut by an interruption is skipped."""
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+            out[(entry["content_id"], entry["offset"], entry.get("variant", 0))] = entry
+        except (json.JSONDecodeError, TypeError, KeyError):
+            continue
+    return out
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A sweep's run directory: its files by name, and opening it for a sweep."""
@@ -104,16 +119,7 @@ class RunDir:
     def read_samples(self) -> dict:
         """samples.jsonl (``sweep --log-samples``) by record key; empty without the file. A line cut
         by an interruption is skipped; a sample logged twice (its record was rescored) keeps the last."""
-        if not self.samples.is_file():
-            return {}
-        out = {}
-        for line in self.samples.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                sample = json.loads(line)
-                out[(sample["content_id"], sample["offset"], sample.get("variant", 0))] = sample
-            except (json.JSONDecodeError, TypeError, KeyError):
-                continue
-        return out
+        return _by_record_key(self.samples)
 
     def append_samples(self, lines: str) -> None:
         """--log-samples: a batch's samples, written before its records (an interruption between the
@@ -129,16 +135,7 @@ class RunDir:
         """protocol.jsonl: the items whose server answer broke the protocol, the last finding per
         item (a resumed sweep asks again); empty without the file. A line cut by an interruption is
         skipped."""
-        if not self.protocol.is_file():
-            return []
-        out = {}
-        for line in self.protocol.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                finding = json.loads(line)
-                out[(finding["content_id"], finding["offset"], finding.get("variant", 0))] = finding
-            except (json.JSONDecodeError, TypeError, KeyError):
-                continue
-        return list(out.values())
+        return list(_by_record_key(self.protocol).values())
 
     def append_protocol(self, lines: str) -> None:
         refuse_link(self.protocol)
