@@ -54,7 +54,6 @@ def finding(decided: dict, kind: str = "wrong") -> dict:
     return next(f for f in decided["findings"] if f["kind"] == kind)
 
 
-@pytest.mark.slow
 def test_a_healthy_stack_passes_and_reports_its_largest_log_prob_difference(stacks, tmp_path):
     decided = check(stacks(), tmp_path / "c", stacks(), **SWEEP)
     assert decided["passed"] and decided["exit_code"] == 0, decided["checks"]
@@ -70,7 +69,6 @@ def test_a_healthy_stack_passes_and_reports_its_largest_log_prob_difference(stac
     assert json.loads((tmp_path / "c" / "check.json").read_text())["passed"] is True
 
 
-@pytest.mark.slow
 def test_a_period_8_prompt_length_fault_is_named_mod_8_and_its_reproducer_replays(stacks, tmp_path):
     """Prompt length ≡ 5 mod 8: before, named "≡ 1 mod 4" and nothing said period 8."""
     healthy, faulty = stacks(), stacks(("length", 8, 5))
@@ -100,7 +98,6 @@ def test_a_period_8_prompt_length_fault_is_named_mod_8_and_its_reproducer_replay
     assert fine.exit_code == 0 and fine.output.count("the expected answer") == 2, fine.output
 
 
-@pytest.mark.slow
 def test_a_fault_past_a_length_threshold_is_found_in_the_band_past_it(stacks, tmp_path):
     """One sweep at two lengths: the stack is wrong only from 700 tokens (an indexer turning sparse)."""
     small = {"context_tokens": (400, 900), "samples": 6, "offsets": range(8)}
@@ -116,7 +113,6 @@ def test_a_fault_past_a_length_threshold_is_found_in_the_band_past_it(stacks, tm
     assert all(r["correct"] == (r["answer_pos"] < 700) for r in records)
 
 
-@pytest.mark.slow
 def test_a_request_state_fault_is_named_as_such_and_not_blamed_on_a_phase(stacks, tmp_path):
     """The stack answers wrongly when a prompt's opening was sent before with another prompt (a stale
     cross-request cache): sent again in a shuffled order, the first answer of each content changes."""
@@ -132,7 +128,6 @@ def test_a_request_state_fault_is_named_as_such_and_not_blamed_on_a_phase(stacks
     assert orders == list(range(len(orders))), "records in the order sent, each with its place"
 
 
-@pytest.mark.slow
 def test_a_short_generation_is_a_protocol_finding_never_a_wrong_answer(stacks, tmp_path):
     """finish_reason "length" after fewer tokens than asked (three-token numbers cut after one)."""
     options = SWEEP | {"pair_format": "numbers", "samples": 4, "offsets": range(8)}
@@ -159,7 +154,6 @@ def test_protocol_faults_stop_a_plain_sweep_naming_the_server_and_keep_the_findi
     assert len(found) >= 1 and json.loads(found[0])["kind"] == "ids"
 
 
-@pytest.mark.slow
 def test_reference_free_checks_a_stack_against_the_known_answers(stacks, tmp_path):
     healthy = check(stacks(), tmp_path / "ok", None, repeats=False, **SWEEP)
     assert healthy["passed"] and healthy["names"] == ["the known answer", "stack"]
@@ -197,7 +191,6 @@ def test_a_dry_run_prints_both_sweeps_requests_and_tokens(stacks, tmp_path):
     assert not (tmp_path / "stack").exists()
 
 
-@pytest.mark.slow
 def test_a_teacher_forced_fault_is_named_at_the_request_that_carries_it(stacks, tmp_path):
     """Three-token numbers teacher-forced: requests of lengths L, L+1, L+2; a fault at request length
     ≡ 3 mod 4 is named ≡ 3 whichever request carries it (before: "≡ 2" or "≡ 1", the prompt's), and

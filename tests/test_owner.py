@@ -22,13 +22,16 @@ COMMANDS = {
     "theory": ["theory"],
     "preferences": ["preferences", "--model", DEMO],
     "ablate": ["ablate", "--model", DEMO],
+    "export": ["export", "RUN", "--format", "jsonl"],
+    "check": ["check", "--stack", "openai:http://127.0.0.1:9/v1#m", "--reference-free", "--tokenizer", "deepseek-v4"],
 }
 # the kinds a command may find in its --out: its own (to resume or update) and a sweep's sections
 OWN = {"train": ("model", "training"), "reproduce": ("reproduction",), "compare": ("comparison",),
-       "theory": ("sweep",), "preferences": ("sweep",), "ablate": ("sweep",), "demo": ()}  # fmt: skip
+       "theory": ("sweep",), "preferences": ("sweep",), "ablate": ("sweep",), "demo": (), "export": (),
+       "check": ("check",)}  # fmt: skip
 
 MARKERS = {"sweep": "records.jsonl", "model": "model.safetensors", "comparison": "compare.html",
-           "reproduction": "RESULTS.md", "training": "log.jsonl"}  # fmt: skip
+           "reproduction": "RESULTS.md", "training": "log.jsonl", "check": "check.json"}  # fmt: skip
 
 
 def invoke(args: list[str], out: str, tmp_path):
@@ -77,6 +80,19 @@ def test_a_sweep_into_a_comparison_or_a_reproduction_is_refused(tmp_path):
         (target / marker).write_text("x")
         result = CliRunner().invoke(app, ["sweep", "--model", DEMO, "--samples", "1", "--out", str(target)])
         assert result.exit_code == 2 and "not a sweep" in " ".join(result.output.split()), result.output
+
+
+def test_export_never_writes_over_its_own_run(tmp_path):
+    """issue #57: `export RUN --format jsonl --out RUN` replaced the run's records.jsonl with the flat table."""
+    import phasescope
+
+    run = tmp_path / "run"
+    phasescope.sweep(DEMO, samples=2, offsets=range(8), out=run)
+    before = (run / "records.jsonl").read_text()
+    result = CliRunner().invoke(app, ["export", str(run), "--format", "jsonl", "--out", str(run)])
+    assert result.exit_code == 2 and "holds a sweep run" in " ".join(result.output.split())
+    assert (run / "records.jsonl").read_text() == before and phasescope.analyze(run, n_resamples=100).n_records == 16
+    assert CliRunner().invoke(app, ["export", str(run), "--format", "jsonl"]).exit_code == 0  # RUN/export: its own
 
 
 def test_claim_out_names_what_it_found_and_lets_a_command_resume_its_own(tmp_path):

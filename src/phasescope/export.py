@@ -174,12 +174,15 @@ def export(run_dir, fmt: str, out=None) -> list[Path]:
         results = lm_eval_results(records, metrics, RunDir(run_dir).read_sweep(), RunDir(run_dir).read_manifest())
         atomic_write_text(path, json.dumps(results, indent=2, allow_nan=False))
         return [path]
+    from phasescope.rundir.owner import claim_out
+
     folder = Path(out) if out else Path(run_dir) / "export"
     if folder.exists() and not folder.is_dir():  # checked before the run is read: it may take minutes
         raise InputError(
-            f"--out {folder} is a file: --format {fmt} writes one file per table into a directory; pass a directory "
-            "(default RUN/export), or --format lm-eval for one results file"
+            f"--out {folder} is a file, not a directory: --format {fmt} writes one file per table into a directory; "
+            "pass a directory (default RUN/export), or --format lm-eval for one results file"
         )
+    claim_out(folder, "phasescope export")  # a run's, a model's or a comparison's directory is never written over
     tables = load_run(run_dir)
     refuse_link(folder)  # a run directory from someone else must not send the tables elsewhere
     folder.mkdir(parents=True, exist_ok=True)
