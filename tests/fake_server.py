@@ -37,6 +37,30 @@ MALFORMED = {
 }
 
 
+# Well-formed answers that are not answers to what was sent: protocol findings (never scores).
+PROTOCOL = ("not-top", "all-certain", "choices-reversed", "duplicate")
+
+
+def _not_top(logprobs: dict) -> dict:
+    """The generated token replaced by the least likely asked token: greedy decoding and its own
+    log-probs disagree."""
+    top = logprobs["top_logprobs"][-1]
+    lowest = min(top, key=top.get)
+    return logprobs | {
+        "tokens": logprobs["tokens"][:-1] + [lowest],
+        "token_logprobs": logprobs["token_logprobs"][:-1] + [top[lowest]],
+    }
+
+
+def _duplicated(text: str) -> str:
+    """The answer's JSON with the first top log-prob key given twice (-0.01, then its own value)."""
+    start = text.index('"top_logprobs": [') + len('"top_logprobs": [')
+    start = text.index("{", start) + 1
+    end = min(i for i in (text.find(",", start), text.find("}", start)) if i > 0)
+    key = text[start:end].split(":")[0] + ":" + text[start:end].split(":")[1]
+    return text[:start] + f"{key}: -0.01, " + text[start:]
+
+
 class FakeVLLM:
     def __init__(self, model):
         self.model = model.eval()
@@ -97,7 +121,8 @@ class FakeVLLM:
                             return
                         time.sleep(0.3)
                     return
-                self._send(200, json.dumps(server.answer(body, fault)).encode())
+                text = json.dumps(server.answer(body, fault))
+                self._send(200, (_duplicated(text) if fault == "duplicate" else text).encode())
 
             def _send(self, status, payload, headers=None):
                 self.send_response(status)
@@ -148,9 +173,18 @@ class FakeVLLM:
         logprobs = {"tokens": [f"token_id:{generated}"], "token_logprobs": [float(logp.max())], "top_logprobs": [top]}
         if fault in MALFORMED:
             logprobs = MALFORMED[fault](logprobs)
+        if fault == "not-top":
+            logprobs = _not_top(logprobs)
+        if fault == "all-certain":
+            logprobs = _set_all(logprobs, 0.0)
         choice = {"index": 0, "text": "", "logprobs": logprobs}
         if body.get("return_token_ids") and self.prompt_ids_returned:
             choice["prompt_token_ids"] = ids[:5] + [ids[5] + 1] + ids[6:] if fault == "reorder" else ids
+        if fault == "choices-reversed":  # the real answer second, a junk one with index 1 first
+            junk = {"index": 1, "text": "", "logprobs": _set_all(logprobs, -60.0)} | (
+                {"prompt_token_ids": ids} if "prompt_token_ids" in choice else {}
+            )
+            return {"choices": [junk, choice]}
         return {"choices": [choice]}
 
     def generate(self, ids: list[int], max_tokens: int) -> dict:

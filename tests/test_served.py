@@ -310,3 +310,50 @@ def test_a_server_that_stops_answering_logprob_token_ids_mid_run_keeps_the_recor
     assert "stopped answering logprob_token_ids, which it answered earlier in this run" in message
     assert "Scored records are kept; rerun the same command to resume" in message
     assert (tmp_path / "r" / "records.jsonl").read_text().strip()
+
+
+@pytest.mark.parametrize(
+    ("fault", "phrase", "kind"),
+    [
+        ("not-top", "greedy decoding and its own log-probs disagree", "inconsistent"),
+        ("all-certain", "tokens at probability 1 in one position", "logprobs"),
+        ("duplicate", "appears twice in one object", "duplicate"),
+        ("reorder", "at position 5 where", "ids"),
+    ],
+)
+def test_an_answer_that_breaks_the_protocol_is_a_finding_never_a_score(served, tmp_path, fault, phrase, kind):
+    """Issue #57 item 2: checked before anything is recorded, named with the server, the content and the
+    offset, recorded in protocol.jsonl; a sweep stops at the first (--protocol-faults 0), a check records all."""
+    server, directory = served
+    server.faults = [fault] * 500
+    try:
+        with pytest.raises(InputError, match=phrase) as err:
+            phasescope.sweep(
+                f"openai:{server.url}#tiny", step=4, samples=1, offsets=range(8), out=tmp_path / "r",
+                options=options(directory, concurrency=1, retries=0),
+            )  # fmt: skip
+        message = str(err.value)
+        assert server.url in message and "content 0, offset " in message and "--protocol-faults 0" in message
+        found = [json.loads(line) for line in (tmp_path / "r" / "protocol.jsonl").read_text().splitlines()]
+        assert found and {f["kind"] for f in found} == {kind}
+        records = tmp_path / "r" / "records.jsonl"
+        assert not records.exists() or not records.read_text().strip()
+        everything = phasescope.sweep(
+            f"openai:{server.url}#tiny", step=4, samples=1, offsets=range(8), out=tmp_path / "all",
+            options=options(directory, concurrency=1, retries=0, protocol_faults=100),
+        )  # fmt: skip
+        assert everything.records == [] and len((tmp_path / "all" / "protocol.jsonl").read_text().splitlines()) == 8
+    finally:
+        server.faults = []
+
+
+def test_the_answer_with_index_0_is_read_whatever_the_order_of_the_choices(served, tmp_path):
+    server, directory = served
+    common = dict(step=4, samples=1, offsets=range(8), options=options(directory, concurrency=1))
+    healthy = phasescope.sweep(f"openai:{server.url}#tiny", **common).records
+    server.faults = ["choices-reversed"] * 500
+    try:
+        reversed_ = phasescope.sweep(f"openai:{server.url}#tiny", **common).records
+    finally:
+        server.faults = []
+    assert [r.logprobs for r in reversed_] == [r.logprobs for r in healthy]

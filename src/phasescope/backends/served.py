@@ -281,6 +281,8 @@ class ServedModel(Backend):
         top = self._read(lambda: vllm.top(top, self.vocab), item)
         if any(t not in top for t in wanted):
             raise FastPathUnavailable
+        generated = ids[len(sent)]
+        vllm.consistent(generated, top.get(generated, max(top.values())), top)
         scores = {name: top[tokens[0]] for name, tokens in item.candidates.items()}
         return result(item, scores, [ids[len(sent)]]) | {"request_lengths": [len(sent)]}
 

@@ -33,6 +33,7 @@ import math
 TOKEN_PREFIX = "token_id:"
 LOGPROB_FLOOR = -1e6  # as the record reader's bound: below it a "log-prob" is a broken number, not a rare token
 CERTAIN = -1e-6  # a log-prob above this is probability 1
+SUM_SLACK = 0.02  # a server's rounding: asked tokens' probabilities may sum a little above 1, not more
 
 
 class AnswerError(Exception):
@@ -156,10 +157,11 @@ def top(entry, vocab_size: int | None) -> dict[int, float]:
     if not isinstance(entry, dict):
         raise Malformed(f"a top_logprobs entry is {entry!r}, not an object")
     out = {token_id(k, vocab_size): logprob(v) for k, v in entry.items()}
-    if sum(v > CERTAIN for v in out.values()) > 1:
-        raise ProtocolFault(
-            "logprobs", f"{sum(v > CERTAIN for v in out.values())} tokens at probability 1 in one position"
-        )
+    total = math.fsum(math.exp(v) for v in out.values())
+    if total > 1 + SUM_SLACK:  # distinct tokens of one distribution: their probabilities cannot sum above 1
+        at_one = sum(v > CERTAIN for v in out.values())
+        what = f"{at_one} tokens at probability 1" if at_one > 1 else f"probabilities summing to {total:.3g}"
+        raise ProtocolFault("logprobs", f"{what} in one position: they are not one distribution's log-probs")
     return out
 
 
@@ -195,11 +197,11 @@ def read_next(answer, sent: list[int], wanted: list[int], vocab_size: int | None
     generated, scores = token_id(tokens[0], vocab_size), top(tops[0], vocab_size)
     if any(t not in scores for t in wanted):
         raise FastPathUnavailable
-    _consistent(generated, logprob(values[0]), scores)
+    consistent(generated, logprob(values[0]), scores)
     return generated, scores
 
 
-def _consistent(generated: int, own: float, scores: dict[int, float]) -> None:
+def consistent(generated: int, own: float, scores: dict[int, float]) -> None:
     """Greedy decoding generates its most likely token: one of the asked tokens above it means the
     answer and its log-probs disagree."""
     above = [t for t, v in scores.items() if t != generated and v > max(own, scores.get(generated, own)) + 0.02]
