@@ -106,8 +106,8 @@ class FakeVLLM:
                 if fault == "307":  # a proxy moving the API: httpx does not follow it for a POST
                     self._send(307, b"", {"Location": "http://127.0.0.1:9/v2/completions"})
                     return
-                if fault == "429":
-                    self._send(429, b"slow down", {"Retry-After": "0.2"})
+                if fault in ("429", "429-long"):
+                    self._send(429, b"slow down", {"Retry-After": "150" if fault == "429-long" else "0.2"})
                     return
                 if fault == "drip":  # one byte every 0.3 s for 30 s: never a whole answer in time
                     self.send_response(200)

@@ -357,3 +357,20 @@ def test_the_answer_with_index_0_is_read_whatever_the_order_of_the_choices(serve
     finally:
         server.faults = []
     assert [r.logprobs for r in reversed_] == [r.logprobs for r in healthy]
+
+
+def test_a_long_rate_limit_wait_is_said_not_silent(served, monkeypatch, capsys):
+    """Issue #57: one HTTP 429 with Retry-After 150 under --no-progress was 150 s without a word."""
+    from phasescope.backends.transport import Transport
+
+    server, _ = served
+    slept = []
+    monkeypatch.setattr("phasescope.backends.transport.time.sleep", slept.append)
+    server.faults = ["429-long"]
+    transport = Transport(server.url, timeout=10, retries=2, backoff=0.01, model="tiny")
+    answer = transport.post(
+        "completions", {"model": "tiny", "prompt": [1, 2, 3, 4, 5, 6], "max_tokens": 1}, "content 0"
+    )
+    assert answer["choices"] and slept == [150.0]
+    said = capsys.readouterr().err
+    assert "HTTP 429 (rate limited), Retry-After 150 s; waiting 150 s before trying again (content 0)" in said

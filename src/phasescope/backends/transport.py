@@ -13,6 +13,7 @@ from __future__ import annotations
 import email.utils
 import json
 import os
+import sys
 import time
 
 from phasescope.errors import InputError
@@ -47,7 +48,7 @@ class Transport:
         key = os.environ.get(api_key_env, "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(headers=headers, timeout=timeout)
-        self.say = say  # a long wait is said, so a quiet run is not mistaken for a hang
+        self.say = say or _to_stderr  # a long wait is said, so a quiet run (--no-progress) is not taken for a hang
 
     def get(self, url: str) -> dict:
         """GET ``url``'s JSON object, {} when the server does not answer with one (never an error:
@@ -67,7 +68,7 @@ class Transport:
         for attempt in range(self.retries + 1):
             if attempt:
                 pause = max(wait, min(self.backoff * 2 ** (attempt - 1), 30.0))
-                if pause >= 10 and self.say is not None:
+                if pause >= 10:
                     self.say(f"{self.url}: {last}; waiting {pause:.0f} s before trying again ({where})")
                 time.sleep(pause)
             status, text, retry_after, location = self._send(path, body)
@@ -132,6 +133,10 @@ class Transport:
             return None, late, None, None
         except httpx.TransportError as err:
             return None, f"{type(err).__name__}: {err}", None, None
+
+
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 class DuplicateKey(ValueError):
