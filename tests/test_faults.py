@@ -898,3 +898,40 @@ def test_export_into_an_existing_file_is_refused_before_the_run_is_read(swept, t
     taken.write_text("{}")
     refused(cli("export", str(swept), "--out", str(taken)), f"--out {taken} is a file", "--format lm-eval")
     assert taken.read_text() == "{}"
+
+
+DEMO = "src/phasescope/assets/demo/tiny-s4"
+
+
+@pytest.mark.parametrize(
+    ("offsets", "said"),
+    [("-1:7", "-1 is negative"), ("8:0", "0 is not above 8"), ("3,-2", "-2 is negative"), ("4:4", "4 is not above 4")],
+)
+def test_offsets_that_are_negative_or_reversed_say_so(offsets, said):
+    """Issue #57: both read "use start:stop (e.g. 0:24)", which they were."""
+    result = CliRunner().invoke(app, ["sweep", "--model", DEMO, "--offsets", offsets, "--out", "x"])
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_an_out_that_is_a_dangling_link_is_named_as_one(tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere" / "run")
+    result = CliRunner().invoke(app, ["sweep", "--model", DEMO, "--samples", "1", "--out", str(link)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"is a link to {tmp_path / 'nowhere' / 'run'}, which does not exist" in said
+    assert "File exists" not in said
+
+
+def test_paired_runs_name_an_edited_digest_and_two_halves_of_one_sweep(tmp_path):
+    import phasescope
+    from phasescope.analysis.paired import pair_records
+    from phasescope.errors import InputError
+    from phasescope.rundir.records import Record
+
+    records = phasescope.sweep(DEMO, samples=4, offsets=range(8)).records
+    edited = [Record(**{**r.__dict__, "prompt_digest": None}) if i == 3 else r for i, r in enumerate(records)]
+    with pytest.raises(InputError, match=r"\(line 4 of its records.jsonl\) lacks its prompt digest, which the run's"):
+        pair_records(records, edited)
+    first, second = records[:16], records[16:]
+    with pytest.raises(InputError, match="share no record .* two parts of one sweep"):
+        pair_records(first, second)

@@ -44,8 +44,18 @@ def parse_offsets(text: str) -> list[int]:
                 f"offsets {text!r} list {stop - start:,} offsets; at most {MAX_OFFSETS:,} (every offset is a prompt "
                 "per content): sweep a range that shows the period, e.g. 0:48, or a sparser list"
             )
+        if start >= stop:
+            raise InputError(
+                f"offsets {text!r}: start:stop counts up from start to stop (stop excluded), and {stop} is not above "
+                f"{start}; e.g. {min(start, stop)}:{max(start, stop) or 24}"
+            )
         values = list(range(start, stop))
-    if not values or min(values) < 0:
+    if values and min(values) < 0:
+        raise InputError(
+            f"offsets {text!r}: an offset is how far the needle is moved, 0 or more ({min(values)} is negative); "
+            "e.g. 0:24"
+        )
+    if not values:
         raise InputError(f"offsets {text!r}: use start:stop (e.g. 0:24) or a list (e.g. 0,1,2,3)")
     return values
 

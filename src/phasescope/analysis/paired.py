@@ -28,6 +28,13 @@ def pair_records(a: list[Record], b: list[Record], names: tuple[str, str] = ("A"
     """The records of both runs with the same (content, offset, variant), checked identical."""
     for records, name in ((a, names[0]), (b, names[1])):
         lacking = next((r for r in records if r.prompt_digest is None), None)
+        if lacking is not None and any(r.prompt_digest is not None for r in records):
+            line = next(i for i, r in enumerate(records) if r.prompt_digest is None) + 1
+            raise InputError(
+                f"{name}'s record content {lacking.content_id!r} offset {lacking.offset} (line {line} of its "
+                f"records.jsonl) lacks its prompt digest, which the run's other records carry: that line was edited; "
+                "restore it, or delete it and rerun the sweep (the record is scored again)"
+            )
         if lacking is not None:
             raise InputError(
                 f"{name}'s records carry no prompt digest (content {lacking.content_id!r} offset {lacking.offset}: "
@@ -40,8 +47,8 @@ def pair_records(a: list[Record], b: list[Record], names: tuple[str, str] = ("A"
     pairs = [(r, by_key[r.key]) for r in a if r.key in by_key]
     if not pairs:
         raise InputError(
-            f"{names[0]} and {names[1]} share no (content, offset, variant): they are not the same sweep; pair runs of "
-            "one sweep command on two models"
+            f"{names[0]} and {names[1]} share no record (no content, offset and variant in both): two parts of one "
+            "sweep, or two sweeps; pair runs of one sweep command on two models, each run whole"
         )
     for x, y in pairs:
         if x.prompt_digest != y.prompt_digest:

@@ -17,6 +17,7 @@ and, here, ``RunDir``.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -257,6 +258,11 @@ class RunLock:
 
         if self.out.exists() and not self.out.is_dir():
             raise ProbeError(f"--out {self.out} is a file; pass a directory for the run")
+        if self.out.is_symlink() and not self.out.exists():
+            raise ProbeError(
+                f"--out {self.out} is a link to {os.readlink(self.out)}, which does not exist: phasescope does not "
+                "write through links; pass a directory of its own"
+            )
         self.out.mkdir(parents=True, exist_ok=True)
         for name in RUN_FILES:  # a run directory from someone else must not redirect a write through a link
             refuse_link(self.out / name)

@@ -10,6 +10,7 @@ would take the model's manifest for its own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -47,6 +48,11 @@ def claim_out(out: str | Path | None, command: str, may_hold: tuple[str, ...] = 
     if not text.strip():
         raise InputError(f"--out is empty: `{command}` writes a directory; {fix}")
     path = Path(text)
+    if path.is_symlink() and not path.exists():
+        raise InputError(
+            f"--out {path} is a link to {os.readlink(path)}, which does not exist: `{command}` does not write through "
+            f"links; {fix}"
+        )
     resolved = path.resolve()
     if resolved == Path.cwd().resolve() or resolved == Path(resolved.anchor):
         where = "the current directory" if resolved == Path.cwd().resolve() else "the filesystem root"
