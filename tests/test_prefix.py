@@ -102,3 +102,42 @@ def test_an_interrupt_says_how_many_records_are_on_disk(tmp_path, monkeypatch):
     assert kept > 0 and str(stop.value) == (
         f"{kept} of 48 records are on disk in {run} ({48 - kept} to score); rerun the same command to continue"
     )
+
+
+def test_a_ctrl_c_during_a_batch_stops_after_it_and_is_never_swallowed(tmp_path, monkeypatch):
+    """Issue #57: a KeyboardInterrupt raised inside an object's __del__ is ignored by Python and the sweep
+    ran on; SIGINT now sets a flag the loop reads after each batch, so the batch in flight is kept."""
+    import os
+    import signal
+
+    from phasescope.backends.logits import LogitsBackend
+
+    score, calls = LogitsBackend.score, []
+
+    def signalled_in_the_second_batch(self, items):
+        calls.append(len(items))
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C: the handler only sets the flag
+        return score(self, items)
+
+    monkeypatch.setattr(LogitsBackend, "score", signalled_in_the_second_batch)
+    model = Decoder(preset("tiny", TASK.vocab_size, scheme("tiny-4", local=8)))
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt) as stop:
+        phasescope.sweep(model, task=TASK, samples=6, offsets=range(8), local=8, batch_size=2, out=run)
+    kept = len((run / "records.jsonl").read_text().splitlines())
+    assert len(calls) == 2 and kept == sum(calls), "the batch in flight was written, then the sweep stopped"
+    assert str(stop.value).startswith(f"{kept} of 48 records are on disk")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler is restored"
+
+
+def test_a_ctrl_c_before_any_record_says_nothing_was_written(tmp_path, monkeypatch):
+    from phasescope.run import orchestrator
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(orchestrator.SweepChecks, "add", interrupted)
+    with pytest.raises(KeyboardInterrupt, match="nothing was written yet"):
+        phasescope.sweep("src/phasescope/assets/demo/tiny-s4", samples=2, offsets=range(8), out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()

@@ -174,7 +174,7 @@ def test_two_process_torchrun_matches_one_process(tmp_path):
         "-m",
         "phasescope.train",
         "tiny-s4",
-        *sum((["--set", a] for a in QUICK + ["warm_start_steps=0"]), []),
+        *sum((["--set", a] for a in [q for q in QUICK if not q.startswith("warm_start")] + ["warm_start_steps=0"]), []),
         "--out",
         str(tmp_path / "ddp"),
         "--no-progress",
@@ -343,3 +343,21 @@ def test_an_unfinished_run_and_each_checkpoint_can_be_swept(tmp_path):
     final = phasescope.sweep(str(run), **sweep).records
     assert final == phasescope.sweep(str(run / "checkpoints" / "step-8"), **sweep).records
     assert final != latest  # four more steps changed the answers' log-probs
+
+
+def test_two_trainings_into_one_directory_are_refused_and_a_key_set_twice_too(tmp_path):
+    """Issue #57: two `train --out D` at once interleaved their log lines; `--set steps=4 --set steps=6`
+    trained 6 steps without a word."""
+    from filelock import FileLock
+    from typer.testing import CliRunner
+
+    from phasescope.cli import app
+    from phasescope.errors import InputError
+
+    result = CliRunner().invoke(app, ["train", "tiny-s4", "--set", "steps=4", "--set", "steps=6", "--out", "x"])
+    assert result.exit_code == 2 and "--set steps is given twice (4, then 6)" in " ".join(result.output.split())
+    out = tmp_path / "run"
+    out.mkdir()
+    with FileLock(out / ".lock", timeout=0), pytest.raises(InputError, match="another phasescope train is writing"):
+        train(quick_cfg(), out, progress=False)
+    assert not (out / "log.jsonl").exists()

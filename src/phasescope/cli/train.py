@@ -41,10 +41,11 @@ def train(
     """Train a model from scratch on the key-value retrieval task; checkpoints are resumable."""
 
     from phasescope.rundir.owner import claim_out
-    from phasescope.train.config import apply_overrides
+    from phasescope.train.config import apply_overrides, refuse_repeated
     from phasescope.train.recipes import get_recipe
     from phasescope.train.trainer import train as run_training
 
+    refuse_repeated(set_ or [])
     cfg = apply_overrides(get_recipe(recipe), set_ or [])
     claim_out(out, "phasescope train", may_hold=("model", "training"))  # its own run: --resume, or a finished one
     if estimate:

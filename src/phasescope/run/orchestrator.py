@@ -15,6 +15,8 @@ composition, so its numbers equal an uninterrupted run's.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,10 +109,13 @@ def run_sweep(
         return probe.stream(offsets, samples, np.random.default_rng(spec.seed))
 
     checks = SweepChecks(geometry, model.info.vocab_size, model.info.max_len)
-    with checking_bar(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
-        for group in stream():
-            checks.add(group)
-            advance()
+    try:
+        with checking_bar(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
+            for group in stream():
+                checks.add(group)
+                advance()
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(NOTHING_YET) from None
     checks.finish()
     batch_size = run.batch_size or default_batch_size(checks.longest)
     plan = ScoringPlan(geometry.step, geometry.align, batch_size, run.prefix_reuse, checks.single, checks.longest)
@@ -214,12 +219,40 @@ def _score_missing(
     total = len(planned)
     bar = scoring_bar(progress, total, len(done))
     try:
-        return _score_batches(model, geometry, chunks, planned, done, out, bar, log)
+        with StopBetweenBatches() as stop:
+            return _score_batches(model, geometry, chunks, planned, done, out, bar, log, stop)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(_kept(done, total, out)) from None
     finally:
         if bar:
             bar.stop()
+
+
+NOTHING_YET = "nothing was written yet (the sweep was still building and checking its items); rerun the same command"
+
+
+class StopBetweenBatches:
+    """Ctrl-C during scoring sets a flag the loop reads after each batch, so the interruption is
+    never lost: a KeyboardInterrupt raised inside some object's ``__del__`` (a tokenizer's, a
+    regex's) is printed and ignored by Python, and the sweep ran on. A second Ctrl-C stops at once.
+    Only in the main thread (where Python lets a handler be set); elsewhere a no-op."""
+
+    def __init__(self):
+        self.asked, self.previous = False, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def _kept(done: dict, total: int, out) -> str:
@@ -273,7 +306,9 @@ class ProtocolFindings:
                 "anchor_pos": item.anchor_pos}  # fmt: skip
 
 
-def _score_batches(model: Backend, geometry: Geometry, chunks, planned: dict, done: dict, out, bar, log) -> int:
+def _score_batches(
+    model: Backend, geometry: Geometry, chunks, planned: dict, done: dict, out, bar, log, stop=None
+) -> int:
     scored = 0
     decode = getattr(model.info.tokenizer, "decode", None)  # answers and targets as text
     faults = ProtocolFindings(model, out)
@@ -300,4 +335,6 @@ def _score_batches(model: Backend, geometry: Geometry, chunks, planned: dict, do
             scored += len(fresh)
             if bar:
                 bar.advance(bar.task_ids[0], len(fresh))
+            if stop is not None and stop.asked:
+                raise KeyboardInterrupt
     return scored

@@ -178,6 +178,19 @@ def _parse_value(text: str, current):
     return text
 
 
+def refuse_repeated(assignments: list[str]) -> None:
+    """The command line's ``--set``: a key given twice is refused (``--set steps=4 --set steps=6``
+    trained 6 steps without a word); from Python a later edit replaces an earlier one."""
+    given: dict[str, str] = {}
+    for assignment in assignments:
+        key, _, text = assignment.partition("=")
+        if key.strip() in given:
+            raise InputError(
+                f"--set {key.strip()} is given twice ({given[key.strip()]}, then {text}): one value each; drop one"
+            )
+        given[key.strip()] = text
+
+
 def apply_overrides(cfg: TrainConfig, assignments: list[str]) -> TrainConfig:
     """Apply ``key=value`` edits together (validated once, at the end); keys: top-level fields,
     ``model.X``, ``scheme.X``, ``task.X``."""

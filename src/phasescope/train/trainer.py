@@ -17,6 +17,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,7 +216,38 @@ def train(
     ``stop_at``: checkpoint and return after this many steps in total (time-boxed jobs;
     ``--resume`` continues exactly). ``say``: where to tell what a resume starts from. An
     interruption (Ctrl-C) checkpoints the last completed step, so ``--resume`` loses nothing.
+    The run directory is locked while it trains (OUT/.lock, held by rank 0): a second ``train``
+    into it is refused instead of interleaving checkpoints and log lines.
     """
+    with _training_lock(Path(out)):
+        return _train(cfg, Path(out), resume, progress, stop_at, say)
+
+
+@contextmanager
+def _training_lock(out: Path):
+    if int(os.environ.get("RANK", "0")) != 0:  # torchrun's other ranks: rank 0 holds it for the run
+        yield
+        return
+    from filelock import FileLock, Timeout
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; pass a directory for the training run")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / ".lock", timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise InputError(
+            f"another phasescope train is writing to {out} (its lock {out / '.lock'} is held); wait for it to finish "
+            "or use another --out"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _train(cfg: TrainConfig, out: Path, resume: bool, progress: bool, stop_at: int | None, say) -> dict:
     ddp = setup_distributed()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
