@@ -282,14 +282,15 @@ def _min_p(departed, mask, strata, sets, rng, n_permutations: int) -> dict:
 
 def _min_p_family(observed: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, float]:
     """Each set's permutation p [S] (observed [S] against null [B, S]) and the family's: the smallest
-    p referred to the smallest p of every shuffle (each shuffle's own p per set is its rank among the
-    shuffles): Westfall-Young min-P."""
-    n = len(null)
-    raw = (1 + (null >= observed[None, :] - 1e-9).sum(axis=0)) / (1 + n)
-    ordered = np.sort(null, axis=0)
-    ranks = np.stack([n - np.searchsorted(ordered[:, i], null[:, i] - 1e-9) for i in range(null.shape[1])], axis=1)
-    null_p = (ranks / n).min(axis=1)
-    return raw, float((1 + np.sum(null_p <= raw.min() + 1e-12)) / (1 + n))
+    p referred to the smallest p of every draw, each draw's p per set its rank among all B + 1 draws
+    (the observed one included): Westfall-Young min-P, exact for exchangeable draws."""
+    draws = np.vstack([observed[None, :], null])  # [B+1, S]
+    n = len(draws)
+    ordered = np.sort(draws, axis=0)
+    at_least = np.stack([n - np.searchsorted(ordered[:, i], draws[:, i] - 1e-9) for i in range(draws.shape[1])], 1)
+    p = at_least / n  # [B+1, S]: each draw's share of draws at or above it
+    smallest = p.min(axis=1)
+    return p[0], float(np.mean(smallest <= smallest[0] + 1e-12))
 
 
 def _shortest_period(p: Pairs, departed, mask, strata, chosen: dict, rng, n_permutations: int) -> dict:
