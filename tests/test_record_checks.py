@@ -12,6 +12,7 @@ import pytest
 import phasescope
 from phasescope.errors import InputError
 from phasescope.results import paired
+from phasescope.rundir.records import Record
 
 DEMO = "src/phasescope/assets/demo/tiny-s4"
 
@@ -162,3 +163,25 @@ def test_correct_is_checked_only_where_every_judging_rule_agrees():
     check_record(base | decoded | {"answer_from": "generation"}, "generation")
     with pytest.raises(InputError, match="correct true, but another candidate"):
         check_record(base | decoded, "the same record scored by log-probs")
+
+
+def test_a_field_every_other_record_carries_is_not_dropped_from_one_silently(tmp_path):
+    """Issue #57: deleting answer_pos from 1 of 144 lines made the statistics by factor vanish."""
+    import phasescope
+
+    run = tmp_path / "run"
+    phasescope.sweep("src/phasescope/assets/demo/tiny-s4", samples=2, offsets=range(8), design="crossed", out=run)
+    lines = (run / "records.jsonl").read_text().splitlines()
+    edited = json.loads(lines[5])
+    del edited["answer_pos"]
+    (run / "records.jsonl").write_text("\n".join(lines[:5] + [json.dumps(edited)] + lines[6:]) + "\n")
+    with pytest.raises(InputError, match=r"line 6 lacks answer_pos, which the run's other records carry"):
+        phasescope.analyze(run, n_resamples=100)
+
+
+@pytest.mark.parametrize("end_phase", [7, -1])
+def test_an_end_phase_out_of_range_is_refused_without_answer_pos(end_phase):
+    record = {"content_id": 0, "offset": 0, "phase": 0, "step": 4, "correct": True, "logprob_target": -0.1,
+              "logprobs": {"right": -0.1}, "end_phase": end_phase}  # fmt: skip
+    with pytest.raises(InputError, match=rf"has end_phase {end_phase}; a phase is an integer in \[0, step=4\)"):
+        Record.from_json(record, "x")

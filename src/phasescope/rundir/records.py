@@ -312,6 +312,11 @@ def _span(offsets: list) -> str:
 def _check_end(record: dict, where: str) -> None:
     """The prompt end's phase agrees with answer_pos; digest and request lengths have their types."""
     end, answer, align, step = record.get("end_phase"), record.get("answer_pos"), record.get("align"), record["step"]
+    if end is not None and _is_int(step) and not (_is_int(end) and 0 <= end < step):
+        raise InputError(
+            f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has end_phase {end!r}; "
+            f"a phase is an integer in [0, step={step})"
+        )
     if end is not None and answer is not None and align is not None and end != (answer - align) % step:
         raise InputError(
             f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has end_phase {end}, "
@@ -360,6 +365,15 @@ def check_records(records: list[Record], where=lambda i: f"record {i}") -> None:
     kinds = {type(r.content_id).__name__ for r in records}
     if len(kinds) != 1:
         raise InputError(f"records mix content ids of types {sorted(kinds)}; use one type (all integers or all text)")
+    for name in ("answer_pos", "anchor_pos", "align"):  # a sweep writes each on every record or on none
+        present = [getattr(r, name) is not None for r in records]
+        if any(present) and not all(present):
+            i = present.index(False)
+            raise InputError(
+                f"{where(i)} lacks {name}, which the run's other records carry: the line was edited (without it the "
+                "prompt end's and the distance's phase, and the statistics by factor, would silently go); restore it "
+                "or delete that line"
+            )
 
 
 def read_records(path: Path) -> RecordFile:
