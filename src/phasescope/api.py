@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from phasescope.backends import resolve_model
+from phasescope.errors import InputError
 from phasescope.results import analyze, compare, compared_runs, current_metrics, paired, records_digest, report
 from phasescope.specs import RunOptions, SweepSpec
 
@@ -40,6 +41,11 @@ def sweep(model, probe: str = "kv-retrieval", *, task=None, tokenizer=None, comp
     list) are what the probe is built from when the model does not bring them. ``dry_run=True``
     returns the plan and writes nothing.
     """
+    if model is None:
+        raise InputError(
+            "model is None; pass a spec string (runs/s4, hf:DIR, openai:URL#MODEL, demo:tiny-s4), a Decoder, a "
+            "transformers model or a callable input_ids -> logits"
+        )
     if "options" in options:  # the model-loading options as one backend Options object
         options["backend"] = options.pop("options")
     if isinstance(tokenizer, (str, Path)):  # a tokenizer directory or name: how the model loads, not an object

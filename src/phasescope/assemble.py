@@ -13,6 +13,8 @@ import warnings
 from dataclasses import dataclass, replace
 
 from phasescope.backends import resolve_model
+from phasescope.data.retrieval import RetrievalTask
+from phasescope.errors import InputError
 from phasescope.specs import RunOptions, SweepSpec
 
 
@@ -34,11 +36,24 @@ def assemble(spec: SweepSpec, model=None, **inputs) -> Prepared:
     from phasescope.specs import Geometry
 
     model = model if model is not None else spec.model
+    if model is None:
+        raise InputError(
+            "model is None; pass a spec string (runs/s4, hf:DIR, openai:URL#MODEL, demo:tiny-s4), a Decoder, a "
+            "transformers model or a callable input_ids -> logits"
+        )
+    task = inputs.get("task")
+    if task is not None and not isinstance(task, RetrievalTask):
+        raise InputError(
+            f"task must be a RetrievalTask (phasescope.data.retrieval), got {task!r}; it is what a callable's "
+            "kv-retrieval items are built from"
+        )
     if spec.probe.options is None:  # a SweepSpec built by hand: the probe's default options
         spec = replace(spec, probe=probe_spec(spec.probe.name, {}))
     if spec.backend is None:  # ... and the backend's
         spec = replace(spec, backend=backend_options(model_kind(model), {}))
     backend = resolve_model(model, spec.backend)
+    if backend.info.callable_only and backend.info.vocab_size is None and task is not None:
+        backend.info.vocab_size = task.vocab_size  # its logits must cover the task's ids (checked on each call)
     geometry = Geometry.resolve(backend.info.geometry, spec.geometry, backend.info.description or "the model")
     if geometry.local is None and backend.info.callable_only:
         warnings.warn(_UNKNOWN_RAW_WINDOW, stacklevel=4)
@@ -79,7 +94,6 @@ def _with_remedies(backend, spec: SweepSpec, geometry, inputs: dict):
 
 def _probe(spec: SweepSpec, backend, geometry, inputs: dict):
     """The probe, built by its registry entry from the model's tokenizer and task."""
-    from phasescope.data.retrieval import RetrievalTask
     from phasescope.probes import build_probe
     from phasescope.probes.base import ProbeContext
 

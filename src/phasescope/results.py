@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,9 +36,11 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
     analyzed in memory, with a warning, instead of refused."""
     from phasescope.analysis.stats import analyze_records
 
-    run_dir = Path(run_dir)
+    run_dir = run_path(run_dir, "run_dir")
     if not run_dir.is_dir():
         raise InputError(f"{run_dir} is not a run directory (pass the --out directory of `phasescope sweep`)")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int):
+        raise InputError(f"n_resamples must be an integer (e.g. 2000), got {n_resamples!r}")
     if not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:  # 1e8 draws ran for hours, silently
         raise InputError(f"n_resamples={n_resamples} is invalid; allowed: {MIN_RESAMPLES} to {MAX_RESAMPLES:,}")
     path = RunDir(run_dir).records
@@ -145,7 +148,7 @@ def current_metrics(run_dir: str | Path) -> Metrics:
     """The run's metrics.json, recomputed (``analyze``) when it is missing, unreadable, of an
     older schema, edited after `analyze` wrote it (its own digest differs; said in a warning), or
     describes other records than those on disk (its records digest differs)."""
-    run_dir = Path(run_dir)
+    run_dir = run_path(run_dir, "run_dir")
     metrics_path = RunDir(run_dir).metrics
     current = None
     if metrics_path.exists():
@@ -176,7 +179,7 @@ def report(run_dir: str | Path) -> Path:
     disk: metrics.json is recomputed when it is missing, unreadable or older than the records."""
     from phasescope.reporting.html import write_report
 
-    return write_report(Path(run_dir), current_metrics(run_dir))
+    return write_report(run_path(run_dir, "run_dir"), current_metrics(run_dir))
 
 
 def compare(runs, out: str | Path, labels: list[str] | None = None) -> Path:
@@ -188,7 +191,8 @@ def compare(runs, out: str | Path, labels: list[str] | None = None) -> Path:
     ``report``. ``labels``: one name per run, in order (default: each directory's name)."""
     from phasescope.reporting.compare import write_compare
 
-    return write_compare(compared_runs(runs, labels), Path(out))
+    out = run_path(out, "out")  # before the runs are read: a missing out fails at once
+    return write_compare(compared_runs(runs, labels), out)
 
 
 def compared_runs(runs, labels: list[str] | None = None) -> list[ComparedRun]:
@@ -198,7 +202,7 @@ def compared_runs(runs, labels: list[str] | None = None) -> list[ComparedRun]:
 
     if isinstance(runs, (str, Path)) or isinstance(labels, str):
         raise InputError("runs and labels must be lists, e.g. compare(['runs/a', 'runs/b'], out, labels=['a', 'b'])")
-    paths = [Path(r) for r in runs]
+    paths = [run_path(r, "each run") for r in runs]
     if not paths:
         raise InputError("no run directory to compare; pass the --out directories of `phasescope sweep` (two or more)")
     names = run_labels(paths, labels)
@@ -320,6 +324,13 @@ def gate(
     write_gate(out, decided, written)
     atomic_write_text(out / PAIRED, json.dumps(comparison, indent=1, allow_nan=False) + "\n")
     return comparison, decided
+
+
+def run_path(value, name: str) -> Path:
+    """``value`` as a path; InputError naming the argument when it is not one (``analyze(123)``)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{name} must be a path (a str or pathlib.Path), got {value!r}")
+    return Path(value)
 
 
 def check_sweep_run_dir(path: Path) -> None:

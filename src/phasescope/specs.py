@@ -15,6 +15,7 @@ asks, and where conflicts are refused::
 from __future__ import annotations
 
 import numbers
+import os
 import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -266,6 +267,8 @@ class RunOptions:
     log_samples: bool = False  # write RUN/samples.jsonl: each scored record's prompt ids and text, its candidates
 
     def __post_init__(self) -> None:
+        if self.out is not None and not isinstance(self.out, (str, os.PathLike)):
+            raise InputError(f"out must be a directory path (a str or pathlib.Path), got {self.out!r}")
         # checked on the text: Path("") is ".", the current directory, where records must never land by accident
         if self.out is not None and str(self.out).strip() in ("", "."):
             raise InputError(

@@ -24,6 +24,7 @@ import torch
 from phasescope.backends.base import Backend, ModelInfo, by_offset, item_key, plain_batches
 from phasescope.backends.prefix import score_group, score_long
 from phasescope.backends.scoring import full_logits, score_items
+from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
 from phasescope.specs import ModelGeometry
 
@@ -105,7 +106,37 @@ def from_callable(
     if not step and local is not None:
         geometry = ModelGeometry(local=local, source="the callable's arguments")
     info = ModelInfo(vocab_size=vocab_size, geometry=geometry, description=callable_name(fn), callable_only=True)
-    return LogitsBackend(info, fn, module=fn if isinstance(fn, torch.nn.Module) else None)
+    return LogitsBackend(info, checked_logits(fn, info), module=fn if isinstance(fn, torch.nn.Module) else None)
+
+
+def checked_logits(fn, info: ModelInfo):
+    """``fn`` whose output is checked before it is read: a torch tensor of logits [B, T, V] for
+    input_ids [B, T], V covering every id the sweep reads (``info.vocab_size`` when known) -- a
+    numpy array, [B, V] or too few logits would otherwise fail deep in the scoring."""
+
+    def call(ids: torch.Tensor) -> torch.Tensor:
+        out = fn(ids)
+        name = callable_name(fn)
+        if not isinstance(out, torch.Tensor):
+            fix = " (torch.from_numpy(...))" if type(out).__module__.startswith("numpy") else ""
+            raise InputError(
+                f"the model callable {name} returned a {type(out).__name__}; it must return a torch tensor of logits "
+                f"[B, T, V]{fix}"
+            )
+        if out.dim() != 3 or tuple(out.shape[:2]) != tuple(ids.shape):
+            raise InputError(
+                f"the model callable {name} returned logits of shape {tuple(out.shape)} for input_ids of shape "
+                f"{tuple(ids.shape)}; it must return [B, T, V]: one row of V logits per position"
+            )
+        needed = max(info.vocab_size or 0, int(ids.max()) + 1)
+        if out.shape[-1] < needed:
+            raise InputError(
+                f"the model callable {name} returned logits over {out.shape[-1]} tokens, but the sweep reads token ids "
+                f"up to {needed - 1}: its vocabulary must cover the task's (or pass vocab_size)"
+            )
+        return out
+
+    return call
 
 
 def callable_name(fn) -> str:

@@ -361,6 +361,10 @@ class Decoder(nn.Module):
 
         Returns [B, max_new_tokens]. temperature 0 = greedy.
         """
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        if temperature < 0:
+            raise InputError(f"temperature must be >= 0 (0: greedy), got {temperature!r}")
         cache = self.new_cache()
         logits = self(input_ids, 0, cache, logits_at=slice(-1, None))[:, -1]
         out = []

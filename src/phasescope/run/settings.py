@@ -52,7 +52,7 @@ def sweep_settings(
         sections[table[name]][name] = value
     probe_name, kind = sections["probe"].pop("probe", "kv-retrieval"), kind or spec_kind(model)
     _refuse_foreign({n: options[n] for n in explicit or () if n in options}, table, probe_name, kind)
-    probe = probe_spec(probe_name, sections["probe"])
+    probe = probe_spec(probe_name, _parsed(sections["probe"]))
     backend = backend_options(kind, sections["backend"], base)
     spec = SweepSpec(
         model,
@@ -95,3 +95,17 @@ def model_options(model: str, given: dict, explicit: set[str] | None = None):
     another backend is refused when given (``explicit``) or off its default."""
     spec, _ = sweep_settings(model, explicit=explicit, **given)
     return spec.backend
+
+
+def _parsed(options: dict) -> dict:
+    """A probe option given from Python as the command line's text (``kv_gaps="0,1"``) read as the
+    command line reads it (its declared parser), not refused as "invalid"."""
+    from phasescope.probes import declared_options
+
+    declared = declared_options()
+    out = dict(options)
+    for name, value in options.items():
+        parse = declared[name].metadata.get("parse") if name in declared else None
+        if parse is not None and isinstance(value, str):
+            out[name] = parse(value)
+    return out
