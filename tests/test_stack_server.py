@@ -153,3 +153,20 @@ def test_decoded_answers_that_their_log_probs_contradict_are_read_not_refused(st
     assert contradicted  # the case the reader must accept
     m = phasescope.analyze(out, n_resamples=100)
     assert m.overall_accuracy == pytest.approx(sum(r.correct for r in records) / len(records))
+
+
+def test_a_run_whose_server_moved_says_the_address_changed_and_adopt_records_resumes_it(stack, tmp_path):
+    """Issue #57: a served run resumed after its server moved to another port read "swept with another
+    model (weights fingerprint ...)", deleting the run the only way offered."""
+    first = stack()
+    sweep(first, samples=2, out=tmp_path / "r")
+    records = (tmp_path / "r" / "records.jsonl").read_text()
+    (tmp_path / "r" / "records.jsonl").write_text("".join(records.splitlines(keepends=True)[:5]))
+    moved = stack()
+    with pytest.raises(InputError, match=r"the server's address changed .* --adopt-records"):
+        sweep(moved, samples=2, out=tmp_path / "r")
+    again = sweep(moved, samples=2, out=tmp_path / "r", adopt_records=True)
+    assert again.scored == len(again.records) - 5
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["model_fingerprint"].startswith(
+        f"served:{moved.url}"
+    )

@@ -214,12 +214,13 @@ class ServedModel(Backend):
         target = list(item.candidates[item.target])
         return self._greedy(item, len(target), check_read=bool(self.no_echo))
 
-    def _stopped(self) -> str:
+    def _stopped(self, missing: Exception | None = None) -> str:
+        field = "prompt_token_ids (return_token_ids)" if isinstance(missing, NoTokenIds) else "logprob_token_ids"
         return (
-            f"{self.url}: the server stopped answering logprob_token_ids, which it answered earlier in this run (was "
-            "it restarted with another version or options?); the rest would be scored another way than the records "
-            f"before, so nothing more is scored. {KEPT} once the server answers logprob_token_ids again (vLLM: "
-            "serve it as before)"
+            f"{self.url}: the server stopped answering {field}, which it answered earlier in this run (was it "
+            "restarted with another version or options?); the rest would be scored another way than the records "
+            f"before, so nothing more is scored. {KEPT} once the server answers {field} again (vLLM: serve it as "
+            "before)"
         )
 
     def _teacher_forced(self, items: list[ProbeItem]) -> list[dict]:
@@ -232,7 +233,7 @@ class ServedModel(Backend):
                 return results
             except FastPathUnavailable as missing:
                 if self.no_echo:
-                    raise InputError(self._stopped()) from None
+                    raise InputError(self._stopped(missing)) from None
                 self.no_echo = False
                 if not isinstance(missing, NoTokenIds):
                     self.fast = False  # no logprob_token_ids at all: the echoed single request cannot work either

@@ -230,8 +230,9 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "--adopt-records",
             metavar="",
             rich_help_panel="Run",
-            help="--out holds records but lost its manifest.json: vouch that they come from this --model and write "
-            "a new manifest (without it such a run is refused: its records cannot be checked).",
+            help="--out holds records but lost its manifest.json, or was swept from a served model now at another "
+            "address: vouch that they come from this --model and write a new manifest (without it such a run is "
+            "refused: its records cannot be checked).",
         ),
     ),
     "log_samples": (

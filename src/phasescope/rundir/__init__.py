@@ -190,7 +190,7 @@ class RunDir:
                     f"{out} holds a different sweep ({differ}){older}: rerun with the run's "
                     "values (its command is in manifest.json) to resume it, or use another --out"
                 )
-            self._check_same_model(fingerprint, fix)
+            self._check_same_model(fingerprint, fix, adopt, make_manifest)
         elif self.records.exists():
             raise ProbeError(f"{out} holds {RECORDS} but no {SPEC}: not a sweep this version can resume; {fix}")
         else:
@@ -222,7 +222,7 @@ class RunDir:
             atomic_write_text(self.records, "".join(r.line() for r in found.records))
         return {r.key: r for r in found.records}
 
-    def _check_same_model(self, fingerprint: str, fix: str) -> None:
+    def _check_same_model(self, fingerprint: str, fix: str, adopt: bool = False, make_manifest=None) -> None:
         out, manifest_path = self.path, self.manifest
         if not manifest_path.exists():
             return
@@ -238,10 +238,28 @@ class RunDir:
                 f"model; resuming could mix two models' records; {fix}"
             )
         if saved and fingerprint and saved != fingerprint:
+            moved = _moved_server(saved, fingerprint)
+            if moved and adopt and make_manifest is not None:  # the user vouches: the same server at a new address
+                atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
+                return
+            if moved:
+                raise ProbeError(
+                    f"{out} was swept from {moved[0]}; this sweep reads {moved[1]}: the server's address changed (a "
+                    "served model's identity is its address). If it is the same server and model at a new address, "
+                    "rerun with --adopt-records to keep the records and go on; if not, sweep into another --out"
+                )
             raise ProbeError(
                 f"{out} was swept with another model (weights fingerprint {saved}, now {fingerprint}): resuming "
                 f"would mix two models' records; {fix}"
             )
+
+
+def _moved_server(saved: str, now: str) -> tuple[str, str] | None:
+    """(the run's address, this sweep's) when both fingerprints are one served model's at two addresses."""
+    if not (saved.startswith("served:") and now.startswith("served:")):
+        return None
+    (old_url, _, old_model), (new_url, _, new_model) = (f[7:].rpartition("#") for f in (saved, now))
+    return (old_url, new_url) if old_model == new_model and old_url != new_url else None
 
 
 class RunLock:
