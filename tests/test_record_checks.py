@@ -185,3 +185,13 @@ def test_an_end_phase_out_of_range_is_refused_without_answer_pos(end_phase):
               "logprobs": {"right": -0.1}, "end_phase": end_phase}  # fmt: skip
     with pytest.raises(InputError, match=rf"has end_phase {end_phase}; a phase is an integer in \[0, step=4\)"):
         Record.from_json(record, "x")
+
+
+def test_a_generated_answer_called_right_must_be_the_right_answer():
+    """Issue #57: `correct: true` beside a different answer_text was accepted and exported."""
+    record = {"content_id": 0, "offset": 0, "phase": 0, "step": 4, "correct": True, "logprob_target": -0.1,
+              "logprobs": {"right": -0.1}, "answer_from": "generation", "answer_text": " 123",
+              "target_text": " 456"}  # fmt: skip
+    with pytest.raises(InputError, match=r"has correct true, but the answer it generated \(' 123'\) is not"):
+        Record.from_json(record, "x")
+    assert Record.from_json(record | {"answer_text": " 456"}, "x").correct

@@ -343,6 +343,14 @@ def _check_end(record: dict, where: str) -> None:
         raise InputError(
             f"{where}: field 'answer_from' must be generation or teacher-forced, got {record['answer_from']!r}"
         )
+    said, right = record.get("answer_text"), record.get("target_text")
+    decided = record.get("answer_from") == "generation" and record.get("task") is None
+    if decided and record["correct"] and said is not None and right is not None and said != right:
+        raise InputError(
+            f"{where}: record content_id={record['content_id']!r} offset={record['offset']!r} has correct true, but "
+            f"the answer it generated ({said!r}) is not the right answer ({right!r}), and a generated answer is right "
+            "only when it is the right answer's tokens: the record was edited, fix or delete that line"
+        )
 
 
 def check_records(records: list[Record], where=lambda i: f"record {i}") -> None:
