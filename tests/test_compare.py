@@ -174,3 +174,22 @@ def test_pages_open_with_the_verdicts_and_fit_a_narrow_screen(runs, tmp_path):
     assert "<td>offsets</td>" in swept and "<td>geometry</td>" in swept and "step 4" in swept
     assert "<summary>spec.json, every field</summary>" in report and '"schema"' not in report.split("<details>")[0]
     assert report.index("<h2>Method</h2>") > report.index('class="verdict"') and "drift-adjusted" in report
+
+
+def test_a_run_without_spec_json_is_named_not_called_another_task(tmp_path):
+    """Issue #57: B without spec.json read "the runs use different probes (... unknown probe)"."""
+    import shutil
+
+    from phasescope.reporting.compare import ComparedRun, run_notes
+
+    a = tmp_path / "a"
+    phasescope.sweep("src/phasescope/assets/demo/tiny-s4", samples=2, offsets=range(12), out=a)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    (b / "spec.json").unlink()
+    runs = [
+        ComparedRun("a", a, phasescope.analyze(a, n_resamples=100)),
+        ComparedRun("b", b, phasescope.analyze(b, n_resamples=100)),
+    ]
+    notes = " ".join(run_notes(runs))
+    assert "b has no spec.json (lost or deleted)" in notes and "different probes" not in notes

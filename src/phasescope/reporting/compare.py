@@ -157,7 +157,14 @@ def run_notes(runs: list[ComparedRun]) -> list[str]:
 
 def mixed_notes(runs: list[ComparedRun]) -> list[str]:
     notes = []
-    probes = {run.label: probe_label(run) for run in runs}
+    lacking = [run.label for run in runs if not RunDir(run.run_dir).spec.exists()]
+    if lacking:
+        notes.append(
+            f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no spec.json (lost or deleted): the probe "
+            "and its options cannot be read, so the runs cannot be shown to be one task; restore it (manifest.json "
+            "holds the command that made it)"
+        )
+    probes = {run.label: probe_label(run) for run in runs if run.label not in lacking}
     if len(set(probes.values())) > 1:
         named = ", ".join(f"{label}: {probe}" for label, probe in probes.items())
         notes.append(f"the runs use different probes ({named}): their accuracies are different tasks, not levels")
