@@ -43,6 +43,9 @@ gets -0.01, the right one -12.0.
 * a callable ``fault(length, value_pos, L, decode_step) -> bool`` for anything else
   (``decode_step`` 0 for the token after the request's prompt, k for the k-th decode step).
 
+``return_ids=False``: ``return_token_ids`` ignored (an older server), which moves the client to the
+echo, which this stack refuses.
+
 **Protocol faults** (``protocol=``): ``"short"`` a generation of more than one token stops after
 one with ``finish_reason: "length"``; ``"ids"`` ``prompt_token_ids`` differ from the ids sent at
 one position; ``"nan"`` the asked tokens' log-probs are NaN. Each fires on every request it can.
@@ -97,6 +100,7 @@ class StackServer:
         wrong_id: int | None = None,
         stop_early: bool = False,
         protocol: str | None = None,
+        return_ids: bool = True,
         port: int = 0,
     ):
         if tokenizer is not None:
@@ -109,7 +113,7 @@ class StackServer:
         if protocol not in (None, *PROTOCOL_FAULTS):
             raise ValueError(f"protocol {protocol!r}: expected None or one of {PROTOCOL_FAULTS}")
         self.encode, self.decode, self.fault, self.model, self.stop_early = encode, decode, fault, model, stop_early
-        self.protocol = protocol
+        self.protocol, self.return_ids = protocol, return_ids
         self.openings: dict[tuple, set] = {}  # ("seen" faults) an opening -> the prompts it was sent with
         self.ask = encode("Question: what goes with"), encode("? Answer:")
         self.sep, self.newline = self._one(":"), self._one("\n")
@@ -318,7 +322,7 @@ class StackServer:
             "logprobs": logprobs,
             "finish_reason": "stop" if len(generated) < max_tokens and not cut else "length",
         }
-        if body.get("return_token_ids"):
+        if body.get("return_token_ids") and self.return_ids:
             choice["prompt_token_ids"] = ids if self.protocol != "ids" else ids[:3] + [ids[3] + 1] + ids[4:]
         return {"object": "text_completion", "model": self.model, "choices": [choice]}
 

@@ -170,3 +170,11 @@ def test_a_run_whose_server_moved_says_the_address_changed_and_adopt_records_res
     assert json.loads((tmp_path / "r" / "manifest.json").read_text())["model_fingerprint"].startswith(
         f"served:{moved.url}"
     )
+
+
+def test_a_server_that_refuses_the_echo_it_was_moved_to_is_told_why(stack, tmp_path):
+    """Issue #57: the first answer lacked prompt_token_ids, the client silently asked for the echo, and the
+    server's HTTP 400 was relayed without the missing field ever being named."""
+    server = stack(return_ids=False)
+    with pytest.raises(InputError, match=r"refused the request .* because its first answer had no prompt_token_ids"):
+        sweep(server, samples=1, offsets=range(8), out=tmp_path / "r")

@@ -131,6 +131,7 @@ class ServedModel(Backend):
         self.protocol_faults_allowed = options.protocol_faults
         self.fast: bool | None = None  # logprob_token_ids: None untried, True works, False unsupported
         self.no_echo: bool | None = None  # logprob_token_ids + return_token_ids: no prompt log-probs needed
+        self.fell_back: str | None = None  # why the echo was asked for (said if the server then refuses it)
 
     def about(self) -> dict:
         """The server as it describes itself, for manifest.json (numbers from a served model move
@@ -225,7 +226,15 @@ class ServedModel(Backend):
 
     def _teacher_forced(self, items: list[ProbeItem]) -> list[dict]:
         """``score`` without ``--answers generation``: every token read after the prompt + the
-        answer so far."""
+        answer so far. A server that refuses the echo it was moved to is told why it was moved."""
+        try:
+            return self._read_teacher_forced(items)
+        except InputError as err:
+            if self.no_echo is False and self.fell_back and "refused the request" in str(err):
+                raise InputError(f"{err} (phasescope asked for the echo because {self.fell_back})") from None
+            raise
+
+    def _read_teacher_forced(self, items: list[ProbeItem]) -> list[dict]:
         if self.no_echo is not False:
             try:
                 results = self._each(self._item_no_echo, items)
@@ -235,6 +244,11 @@ class ServedModel(Backend):
                 if self.no_echo:
                     raise InputError(self._stopped(missing)) from None
                 self.no_echo = False
+                self.fell_back = (
+                    "its first answer had no prompt_token_ids (return_token_ids)"
+                    if isinstance(missing, NoTokenIds)
+                    else "its first answer lacked the asked logprob_token_ids"
+                )
                 if not isinstance(missing, NoTokenIds):
                     self.fast = False  # no logprob_token_ids at all: the echoed single request cannot work either
         if self.fast is not False and all(len(c) == 1 for it in items for c in it.candidates.values()):
