@@ -232,3 +232,18 @@ def test_the_named_tokenizers_read_without_transformers_equal_transformers_own(n
     assert fast(texts)["input_ids"] == slow(texts, add_special_tokens=False)["input_ids"]
     ids = [[rng.randrange(len(fast)) for _ in range(rng.randrange(1, 25))] for _ in range(300)]
     assert [fast.decode(x) for x in ids] == [slow.decode(x) for x in ids]
+
+
+def test_the_single_token_words_kept_on_disk_are_the_words_a_scan_finds(tmp_path, monkeypatch):
+    """A sweep's start-up: the scan of DeepSeek-V4's vocabulary (0.8 s) is kept per tokenizer file."""
+    from phasescope.probes.kv_retrieval_text import words_cache
+
+    monkeypatch.setenv("PHASESCOPE_CACHE", str(tmp_path))
+    tok = named_tokenizer("deepseek-v4")
+    cache = words_cache(tok)
+    assert cache is not None and cache.parent == tmp_path / "tokenizers" and not cache.exists()
+    first = TextKVRetrievalProbe(tok).words
+    assert cache.exists() and json.loads(cache.read_text()) == first
+    assert TextKVRetrievalProbe(tok).words == first == TextKVRetrievalProbe(tok)._scan_words()
+    cache.write_text("{not json")
+    assert TextKVRetrievalProbe(tok).words == first, "a damaged cache is computed again"

@@ -53,9 +53,13 @@ from __future__ import annotations
 
 import bisect
 import copy
+import hashlib
+import json
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -130,6 +134,19 @@ def _backend(tokenizer):
     return getattr(tokenizer, "backend_tokenizer", None)
 
 
+def words_cache(tokenizer) -> Path | None:
+    """Where a tokenizer's single-token words are kept: ``~/.cache/phasescope/tokenizers`` (or
+    ``$PHASESCOPE_CACHE``), keyed by its tokenizer.json's path, size and time (None: a tokenizer
+    not read from one file, whose words are computed every time)."""
+    path = getattr(tokenizer, "name_or_path", None)
+    if not path or not Path(path).is_file():
+        return None
+    stat = Path(path).stat()
+    key = hashlib.sha256(f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("PHASESCOPE_CACHE", Path.home() / ".cache" / "phasescope")) / "tokenizers"
+    return cache / f"words-{key}.json"
+
+
 def _word(text: str) -> bool:
     return text.isalpha() and text.islower()
 
@@ -193,7 +210,27 @@ class TextKVRetrievalProbe(Probe):
         return PairFormat(name, self.tokenizer, self.words)
 
     def _single_token_words(self) -> list[int]:
-        """Ids of ' word' pieces (lowercase letters, 3+) that encode back to themselves."""
+        """Ids of ' word' pieces (lowercase letters, 3+) that encode back to themselves: about a second
+        on a 129K vocabulary, so kept on disk per tokenizer file (``words_cache``), a sweep's start-up
+        paid once per machine."""
+        cache = words_cache(self.tokenizer)
+        if cache is not None and cache.is_file():
+            try:
+                return [int(i) for i in json.loads(cache.read_text())]
+            except (OSError, ValueError, TypeError):
+                pass  # a damaged cache is computed again
+        words = self._scan_words()
+        if cache is not None:
+            try:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                partial = cache.with_suffix(f".{os.getpid()}.tmp")
+                partial.write_text(json.dumps(words))
+                partial.replace(cache)  # atomic: a concurrent reader sees the whole file or none
+            except OSError:
+                pass  # an unwritable cache only costs the second next time
+        return words
+
+    def _scan_words(self) -> list[int]:
         ids = sorted(self.tokenizer.get_vocab().values())
         fast = _backend(self.tokenizer)  # the Rust tokenizer: one call for the whole vocabulary
         texts = [self.decode([i]) for i in ids] if fast is None else fast.decode_batch([[i] for i in ids], False)
