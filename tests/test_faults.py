@@ -16,7 +16,7 @@ from phasescope.demo import ASSETS
 
 runner = CliRunner()
 FAST = ["--samples", "4", "--no-progress"]
-TRAIN_FAST = ["--set", "steps=4", "--set", "warm_start_steps=0", "--set", "eval_batches=1", "--set", "batch_size=8"]
+TRAIN_FAST = ["--set", "warm_start_steps=0", "--set", "eval_batches=1", "--set", "batch_size=8"]  # and steps
 
 
 def cli(*args: str):
@@ -257,7 +257,8 @@ def test_train_never_overwrites_a_model_it_did_not_create(tmp_path, extra):
     out = tmp_path / "model"
     shutil.copytree(ASSETS / "tiny-s4", out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    refused(cli("train", "tiny-s4", *TRAIN_FAST, *extra, "--out", str(out), "--no-progress"), "already holds a run")
+    args = [*TRAIN_FAST, "--set", "steps=4", *extra, "--out", str(out), "--no-progress"]
+    refused(cli("train", "tiny-s4", *args), "already holds a run")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -634,7 +635,8 @@ def test_a_native_config_far_larger_than_its_weights_is_refused_before_building(
     [("lr=1e308", "lr=1e+308 is invalid"), ("model.d_model=1000000", "parameters"), ("batch_size=100000000", "needs")],
 )
 def test_recipes_beyond_bounds_are_refused_before_writing(eight_gib, tmp_path, setting, phrase):
-    refused(train(tmp_path / "t", "--set", setting), phrase)
+    args = ["--set", setting, "--set", "steps=4", "--set", "warm_start_steps=0", "--no-progress"]
+    refused(cli("train", "tiny-s4", *args, "--out", str(tmp_path / "t")), phrase)
     assert not (tmp_path / "t").exists()
 
 

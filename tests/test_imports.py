@@ -208,7 +208,8 @@ def test_run_directory_file_names_are_spelled_in_one_module():
     file is one edit."""
     names = {"spec.json", "manifest.json", "records.jsonl", "metrics.json", "report.html", ".lock", "samples.jsonl",
              "figures", "ablation.json", "preferences.json", "theory.json", "preferences.png", "compare.html",
-             "paired.json", "lm_eval_results.json"}  # fmt: skip
+             "paired.json", "lm_eval_results.json", "protocol.jsonl", "gate.json", "junit.xml", "summary.md",
+             "check.json"}  # fmt: skip
     spelled = [
         f"{path.relative_to(SRC)}:{node.lineno} {node.value}"
         for path in (SRC / "phasescope").rglob("*.py")

@@ -30,6 +30,7 @@ from safetensors.torch import save_model
 from phasescope.data.retrieval import IGNORE, RetrievalBatch, sample_batch
 from phasescope.errors import CheckpointError, InputError
 from phasescope.limits import refuse_unless_fits
+from phasescope.rundir import LOCK
 from phasescope.rundir.files import (
     append_text,
     atomic_write_text,
@@ -216,38 +217,40 @@ def train(
     ``stop_at``: checkpoint and return after this many steps in total (time-boxed jobs;
     ``--resume`` continues exactly). ``say``: where to tell what a resume starts from. An
     interruption (Ctrl-C) checkpoints the last completed step, so ``--resume`` loses nothing.
-    The run directory is locked while it trains (OUT/.lock, held by rank 0): a second ``train``
-    into it is refused instead of interleaving checkpoints and log lines.
+    The run directory is locked from its first write (OUT/.lock, held by rank 0): a second
+    ``train`` into it is refused instead of interleaving checkpoints and log lines.
     """
-    with _training_lock(Path(out)):
-        return _train(cfg, Path(out), resume, progress, stop_at, say)
+    with contextlib.ExitStack() as held:  # the lock, taken before the first write (every refusal leaves nothing)
+        return _train(cfg, Path(out), resume, progress, stop_at, say, held)
 
 
 @contextmanager
-def _training_lock(out: Path):
-    if int(os.environ.get("RANK", "0")) != 0:  # torchrun's other ranks: rank 0 holds it for the run
+def _training_lock(out: Path, cfg: TrainConfig, resume: bool, checkpoint: Path | None):
+    """OUT/.lock for the run (rank 0; torchrun's other ranks follow it), then the directory checked
+    again: another ``train`` that wrote into it between the first check and the lock is refused."""
+    if int(os.environ.get("RANK", "0")) != 0:
         yield
         return
     from filelock import FileLock, Timeout
 
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; pass a directory for the training run")
     out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(out / ".lock", timeout=0)
+    lock = FileLock(out / LOCK, timeout=0)
     try:
         lock.acquire()
     except Timeout:
         raise InputError(
-            f"another phasescope train is writing to {out} (its lock {out / '.lock'} is held); wait for it to finish "
+            f"another phasescope train is writing to {out} (its lock {out / LOCK} is held); wait for it to finish "
             "or use another --out"
         ) from None
     try:
+        if _prepare_run_dir(out, cfg, resume) != checkpoint:
+            raise InputError(f"another phasescope train wrote into {out} meanwhile; use another --out")
         yield
     finally:
         lock.release()
 
 
-def _train(cfg: TrainConfig, out: Path, resume: bool, progress: bool, stop_at: int | None, say) -> dict:
+def _train(cfg: TrainConfig, out: Path, resume: bool, progress: bool, stop_at: int | None, say, held) -> dict:
     ddp = setup_distributed()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -281,7 +284,7 @@ def _train(cfg: TrainConfig, out: Path, resume: bool, progress: bool, stop_at: i
     record = None
     if checkpoint is None and init_source is not None:  # before anything is written: a refusal leaves nothing
         record = init_weights(model, init_source, warm_start=not compressed)
-    out.mkdir(parents=True, exist_ok=True)
+    held.enter_context(_training_lock(out, cfg, resume, checkpoint))
     if ddp.main:
         atomic_write_text(out / "train_config.json", cfg.to_json())
     logger = Logger(out / "log.jsonl", ddp.main)
