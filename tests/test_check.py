@@ -209,3 +209,14 @@ def test_a_teacher_forced_fault_is_named_at_the_request_that_carries_it(stacks, 
     path.write_text(json.dumps(later))
     assert CliRunner().invoke(app, ["replay", str(path), "--model", faulty]).exit_code == 1
     assert CliRunner().invoke(app, ["replay", str(path), "--model", healthy]).exit_code == 0
+
+
+def test_a_combination_is_named_by_both_its_factors(stacks, tmp_path):
+    """Wrong at prompt length ≡ 3 mod 4, but only past 700 tokens: the band and, within it, the residue."""
+    fault = lambda length, value_pos, big_l, step: step == 0 and length % 4 == 3 and length >= 700  # noqa: E731
+    small = {"context_tokens": (400, 900), "samples": 8, "offsets": range(8)}
+    decided = check(stacks(fault), tmp_path / "c", stacks(), repeats=False, **SWEEP | small)
+    wrong = finding(decided)
+    named = {wrong["where"], wrong["also"]["where"]}
+    assert named == {"length band is 900 tokens", "prompt length ≡ 3 mod 4"}, wrong
+    assert "; within it, " in decided["sentence"]

@@ -173,6 +173,14 @@ def findings(paired: dict, alpha: float) -> list[dict]:
                 "where": _words(paired, factor, test["period"], top["value"]),
                 "there": [top["departures"], top["n"]],
             }
+            if also := test.get("also"):  # a second factor within the first's classes (a combination)
+                inner = max(also["classes"], key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
+                row["also"] = {
+                    "follows": also["factor"],
+                    "period": also["period"],
+                    "where": _words(paired, also["factor"], also["period"], inner["value"]),
+                    "p": also["p_value"],
+                }
         out.append(row)
     return out
 
@@ -221,7 +229,11 @@ def markdown(gate: dict, reproducers: list[Path] | None = None) -> str:
     found = [f for f in gate["findings"] if f["follows"]]
     if found:
         lines += ["", "What the departures follow:", ""]
-        lines += [f"- {f['kind']}: {f['where']} ({f['there'][0]} of {f['there'][1]} {f['units']})" for f in found]
+        lines += [
+            f"- {f['kind']}: {f['where']} ({f['there'][0]} of {f['there'][1]} {f['units']})"
+            + (f"; within it, {f['also']['where']}" if f.get("also") else "")
+            for f in found
+        ]
     if reproducers:
         lines += [
             "",

@@ -223,7 +223,41 @@ def _structure(p: Pairs, departed, base, strata, rng, n_permutations: int) -> di
     result["period"] = chosen["period"]
     result["kind"] = best["kind"]
     result["classes"] = _classes(departed, base, chosen["labels"])
+    if result["p_value"] < ALPHA and best["kind"] == "within":
+        result["also"] = _also(p, departed, base, chosen, rng, n_permutations)
     return result
+
+
+def _also(p: Pairs, departed, base, chosen: dict, rng, n_permutations: int) -> dict | None:
+    """A second factor the departures follow within the first's classes (a fault at prompt length ≡ 3
+    mod 4 only in the band past a threshold): every other labelling tested with the departures
+    shuffled within the strata and the first factor's classes; named when p < alpha (Bonferroni
+    over the factors and the band)."""
+    labels = chosen["labels"]
+    classes = int(labels.max()) + 1
+    made = []
+    strata = _strata(p) * classes + labels
+    inner = _informative(departed, base, strata)
+    sets = [s for s in label_sets(p, strata, inner) if not set(s["members"]) & set(chosen["members"])]
+    if sets:
+        made.append((_min_p(departed, inner, strata, sets, rng, n_permutations), strata))
+    if len(p.bands) > 1 and chosen["members"] != ["length"]:
+        by_content = _strata(p, with_band=False) * classes + labels
+        inner = _informative(departed, base, by_content)
+        if _moves(by_content[inner], p.band[inner]):
+            band = {"members": ["length"], "period": None, "labels": p.band.copy()}
+            made.append((_min_p(departed, inner, by_content, [band], rng, n_permutations), by_content))
+    if not made:
+        return None
+    test, strata = min(made, key=lambda pair: pair[0]["p_value"])
+    p_value = min(1.0, test["p_value"] * len(made))
+    if p_value >= ALPHA:
+        return None
+    second = test["set"]
+    if second["period"] is not None:
+        second = _shortest_period(p, departed, base, strata, second, rng, n_permutations)
+    return {"factor": second["members"], "period": second["period"], "p_value": p_value,
+            "classes": _classes(departed, base, second["labels"])}  # fmt: skip
 
 
 def _informative(departed: np.ndarray, base: np.ndarray, strata: np.ndarray) -> np.ndarray:
@@ -491,7 +525,8 @@ def _kind_words(p: Pairs, kind: str, entry: dict, a: str, b: str, out: dict) -> 
         unit = test.get("units", "records")  # requests: the teacher-forced answer's tokens, each its own request
         return (
             f"{what} on {top['departures']} of {top['n']} {unit} whose {where}, {elsewhere} "
-            f"(the departures follow {follows}{between}: {p_text(adjusted)}, Holm over the tests made)"
+            f"(the departures follow {follows}{between}: {p_text(adjusted)}, Holm over the tests made"
+            f"{_also_words(p, test.get('also'))})"
         )
     if test.get("p_value") is None:
         why = test.get("note") or "too few to test"
@@ -501,6 +536,18 @@ def _kind_words(p: Pairs, kind: str, entry: dict, a: str, b: str, out: dict) -> 
         f"({p_text(adjusted if adjusted is not None else test['p_value'])} over the needle's, the prompt end's and "
         "the distance's phase at every candidate period" + (" and the length band" if len(p.bands) > 1 else "") + ")"
     )
+
+
+def _also_words(p: Pairs, also: dict | None) -> str:
+    """'; within it, the length band (length band is 4,096 tokens: 40 of 60; p = 0.002)'."""
+    if not also:
+        return ""
+    top = max(also["classes"], key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
+    follows = (
+        "the length band" if also["factor"] == ["length"] else " or ".join(FACTORS[f].words for f in also["factor"])
+    )
+    where = describe_class(p, also["factor"], also["period"], top["value"])
+    return f"; within it, {follows} ({where}: {top['departures']} of {top['n']}; {p_text(also['p_value'])})"
 
 
 def pairs_from_records(pairs: list, bands_of=None) -> Pairs:
