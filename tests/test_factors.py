@@ -182,3 +182,18 @@ def test_the_crossed_design_keeps_the_needle_beyond_the_raw_window_at_the_defaul
     probe = TextKVRetrievalProbe(tok, TextKVSpec(design="crossed"), bos_id=tok.bos_token_id, min_gap=132, step=4)
     items = probe.items(OFFSETS, 4, np.random.default_rng(0))
     assert min(it.answer_pos - 1 - it.value_last for it in items) >= 132
+
+
+def test_no_factor_is_tested_on_a_trend_that_failed_its_checks(monkeypatch):
+    """Issue #56: the phase statistics were withheld, but the unchecked degree was passed on and the
+    factor tests ran on it (5 of 215 withheld null sweeps claimed a factor)."""
+    from phasescope.analysis import phase_effects
+    from phasescope.analysis.trend import TrendChoice
+
+    unchecked = TrendChoice(degree=2, checked=False, lof_p=0.001, max_degree=4, note="the trend failed its checks")
+    monkeypatch.setattr(phase_effects, "select_trend", lambda *args, **kwargs: unchecked)
+    r = simulate_factors(FactorScenario(end_pp=40.0), np.random.default_rng(9))
+    m = analyze_arrays(r, seed=0, n_resamples=200)
+    assert m["gap_p_value"] is None and "withheld" in m["inference_note"]
+    assert all(t["p_value"] is None and t["note"].startswith("not tested") for t in m["factors"]["tests"])
+    assert not [c for c in m["verdict"]["claims"] if c.startswith("factor:")]

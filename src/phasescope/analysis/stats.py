@@ -131,6 +131,14 @@ def _moving_phase(r: RecordArrays, shape: dict | None) -> tuple[RecordArrays, st
     return r, "needle"
 
 
+def _passed(effects: PhaseEffects, degree: int | None) -> int | None:
+    """The trend's degree for the factor tests only when the phase statistics used it: a trend that
+    failed its checks (the phase effects withheld) is not passed on, so no factor test runs on it
+    (issue #56: 5 of 215 withheld null sweeps claimed a factor)."""
+    withheld = effects.gap_plugin is None and effects.note is not None and "withheld" in effects.note
+    return None if withheld else degree
+
+
 def fixed_contents(r: RecordArrays) -> dict:
     """Contents whose every record is wrong (right): whatever fails does not move with the design."""
     right = np.bincount(r.content, weights=r.correct, minlength=r.n_contents)
@@ -207,7 +215,7 @@ def analyze_arrays(
         "phase_of": phase_of,
         "fixed_contents": fixed_contents(r),
         "factors": factor_statistics(
-            records, degree, np.random.default_rng([seed, 7]), n_resamples, effects.note, shape
+            records, _passed(effects, degree), np.random.default_rng([seed, 7]), n_resamples, effects.note, shape
         ),
     }
     metrics["verdict"] = verdict(metrics)
