@@ -19,9 +19,10 @@ from phasescope.gate import Thresholds
 
 # one-token answers (one request per item and one generation), the crossed design over two windows of 8
 SWEEP = dict(
-    tokenizer="deepseek-v4", step=4, local=8, samples=10, offsets=range(16), design="crossed",
+    tokenizer="deepseek-v4", step=4, local=8, samples=8, offsets=range(16), design="crossed",
     pair_format="words", answers="generation", backoff=0.01,
 )  # fmt: skip
+SMALLER = {"samples": 6, "offsets": range(8)}  # where every fault is deterministic and one period is enough
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def finding(decided: dict, kind: str = "wrong") -> dict:
 
 
 def test_a_healthy_stack_passes_and_reports_its_largest_log_prob_difference(stacks, tmp_path):
-    decided = check(stacks(), tmp_path / "c", stacks(), **SWEEP)
+    decided = check(stacks(), tmp_path / "c", stacks(), **SWEEP | SMALLER)
     assert decided["passed"] and decided["exit_code"] == 0, decided["checks"]
     assert all(checks(decided).values()) and set(checks(decided)) >= {
         "answers",
@@ -75,8 +76,9 @@ def test_a_period_8_prompt_length_fault_is_named_mod_8_and_its_reproducer_replay
     result = CliRunner().invoke(
         app,
         ["check", "--stack", faulty, "--reference", healthy, "--tokenizer", "deepseek-v4", "--step", "4", "--local",
-         "8", "--samples", "10", "--offsets", "0:16", "--design", "crossed", "--pair-format", "words", "--answers",
-         "generation", "--backoff", "0.01", "--out", str(tmp_path / "c"), "--junit", str(tmp_path / "junit.xml")],
+         "8", "--samples", "8", "--offsets", "0:16", "--no-repeat", "--design", "crossed", "--pair-format", "words",
+         "--answers", "generation", "--backoff", "0.01", "--out", str(tmp_path / "c"), "--junit",
+         str(tmp_path / "junit.xml")],
     )  # fmt: skip
     assert result.exit_code == 1, result.output
     decided = json.loads((tmp_path / "c" / "check.json").read_text())
@@ -116,10 +118,10 @@ def test_a_fault_past_a_length_threshold_is_found_in_the_band_past_it(stacks, tm
 def test_a_request_state_fault_is_named_as_such_and_not_blamed_on_a_phase(stacks, tmp_path):
     """The stack answers wrongly when a prompt's opening was sent before with another prompt (a stale
     cross-request cache): sent again in a shuffled order, the first answer of each content changes."""
-    decided = check(stacks(("seen", 48, 0)), tmp_path / "c", stacks(), **SWEEP)
+    decided = check(stacks(("seen", 48, 0)), tmp_path / "c", stacks(), **SWEEP | SMALLER)
     assert not decided["passed"] and checks(decided)["request state"] is False
     state = decided["request_state"]
-    assert state["differ"] == SWEEP["samples"], "each content's first prompt was right once, wrong again"
+    assert state["differ"] == SMALLER["samples"], "each content's first prompt was right once, wrong again"
     assert "cache state" in state["sentence"]
     assert decided["runs"]["compared_stack"].endswith("stack-repeat")
     assert all(f["follows"] is None for f in decided["findings"]), decided["findings"]
@@ -155,9 +157,9 @@ def test_protocol_faults_stop_a_plain_sweep_naming_the_server_and_keep_the_findi
 
 
 def test_reference_free_checks_a_stack_against_the_known_answers(stacks, tmp_path):
-    healthy = check(stacks(), tmp_path / "ok", None, repeats=False, **SWEEP)
+    healthy = check(stacks(), tmp_path / "ok", None, repeats=False, **SWEEP | SMALLER)
     assert healthy["passed"] and healthy["names"] == ["the known answer", "stack"]
-    faulty = check(stacks(("length", 4, 3)), tmp_path / "bad", None, repeats=False, **SWEEP)
+    faulty = check(stacks(("length", 4, 3)), tmp_path / "bad", None, repeats=False, **SWEEP | SMALLER)
     assert not faulty["passed"] and finding(faulty)["where"] == "prompt length ≡ 3 mod 4"
     with pytest.raises(InputError, match="reference-free check compares the stack with answers known"):
         check(stacks(), tmp_path / "x", None, **SWEEP | {"probe": "padding-completion"})
