@@ -19,3 +19,10 @@ def replace_block(path: Path, name: str, text: str) -> None:
 def table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def rate_cells(rates: dict, always: tuple[str, ...], planted_only: tuple[str, ...], planted: bool) -> list[str]:
+    """A calibration row's rates as percentages: ``always`` shown for every row, ``planted_only``
+    as "-" for a row with nothing planted."""
+    cells = [f"{100 * rates[k]:.1f}%" for k in always]
+    return cells + [f"{100 * rates[k]:.1f}%" if planted else "-" for k in planted_only]

@@ -18,7 +18,7 @@ from phasescope.analysis.simulate import binomial_bound
 from phasescope.analysis.simulate_factors import FactorScenario, calibrate_factors
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _markdown import replace_block, table  # noqa: E402
+from _markdown import rate_cells, replace_block, table  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "sweeps.md"
 
@@ -63,9 +63,8 @@ def main() -> None:
     for i, (name, scenario) in enumerate(ROWS):
         rates = calibrate_factors(scenario, args.sims, seed=1000 + i, n_resamples=args.boot)
         planted = any((scenario.needle_pp, scenario.end_pp, scenario.distance_pp))
-        found = f"{100 * rates['found']:.1f}%" if planted else "-"
-        period = f"{100 * rates['period']:.1f}%" if planted else "-"
-        rows.append([name, f"{100 * rates['any']:.1f}%", found, period, f"{100 * rates['wrong']:.1f}%"])
+        cells = rate_cells(rates, ("any",), ("found", "period"), planted)
+        rows.append([name, *cells, f"{100 * rates['wrong']:.1f}%"])
         print(rows[-1], flush=True)
     elapsed = time.perf_counter() - start
     bound = 100 * (binomial_bound(0.05, args.sims) - 0.05)

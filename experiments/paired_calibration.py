@@ -21,7 +21,7 @@ from phasescope.analysis.simulate_factors import FactorScenario
 from phasescope.analysis.simulate_pairs import PairScenario, calibrate_pairs
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _markdown import replace_block, table  # noqa: E402
+from _markdown import rate_cells, replace_block, table  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "sweeps.md"
 
@@ -85,9 +85,7 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         rates = calibrate_pairs(scenario, args.sims, seed=2000 + i, n_permutations=args.perms)
-        planted = scenario.where is not None
-        cells = [f"{100 * rates[k]:.1f}%" for k in ("departs", "claimed")]
-        cells += [f"{100 * rates[k]:.1f}%" if planted else "-" for k in ("found", "period")]
+        cells = rate_cells(rates, ("departs", "claimed"), ("found", "period"), scenario.where is not None)
         rows.append([name, *cells, f"{100 * rates['wrong']:.1f}%"])
         print(rows[-1], flush=True)
     elapsed = time.perf_counter() - start
