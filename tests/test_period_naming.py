@@ -102,3 +102,27 @@ def test_the_simulators_within_content_wander_is_the_ar1_it_says():
     lag1 = np.corrcoef(e[:, :-1].ravel(), e[:, 1:].ravel())[0, 1]
     lag5 = np.corrcoef(e[:, :-5].ravel(), e[:, 5:].ravel())[0, 1]
     assert abs(lag1 - 0.8) < 0.02 and abs(lag5 - 0.8**5) < 0.03
+
+
+def test_one_run_gives_one_period_answer_everywhere(tmp_path):
+    """Issue #56: `sweep --model demo:tiny-s4 --samples 64` read "period 4" in the verdict, "detected
+    period 8 (p < 0.001)" on the next line, "8" in compare, and metrics.json listed period 8 as one the
+    drift could not be told from."""
+    import phasescope
+    from phasescope.reporting.compare import ComparedRun, rich_table
+    from phasescope.reporting.text import period_line
+
+    run = tmp_path / "s64"
+    phasescope.sweep("src/phasescope/assets/demo/tiny-s4", samples=64, out=run)
+    m = phasescope.analyze(run, n_resamples=400)
+    named = m.verdict.period
+    assert m.period.detected == named
+    line = period_line(m)
+    assert (f"detected period {named} " in line) if named else line.startswith("no significant period")
+    assert not set(map(int, m.period.untestable)) & set(m.period.multiples_tried), m.period.untestable
+    table = rich_table([ComparedRun("s64", run, m)])
+    from rich.console import Console
+
+    console = Console(width=120, record=True)
+    console.print(table)
+    assert f"{named or 'none'} (p" in console.export_text()

@@ -26,6 +26,7 @@ from phasescope.analysis.log_score import log_score
 from phasescope.analysis.offset_effects import MIN_CONTENTS, OffsetEffects, fit_offset_effects
 from phasescope.analysis.period import detect_period
 from phasescope.analysis.phase_effects import PhaseEffects, fit_phase_effects
+from phasescope.analysis.pvalue import p_text
 from phasescope.analysis.records import RecordArrays, bands_of
 from phasescope.analysis.verdict import verdict
 from phasescope.analysis.windows import window_contrast
@@ -131,6 +132,34 @@ def _moving_phase(r: RecordArrays, shape: dict | None) -> tuple[RecordArrays, st
     return r, "needle"
 
 
+def named_period(period: dict, v: dict) -> dict:
+    """The period test's result as the verdict reads it, so metrics.json, ``analyze``'s period line,
+    ``compare`` and the figures give one answer (issue #56: the verdict said "period 4", the next
+    line "detected period 8", metrics.json that period 8 could not be told from the drift): the
+    period named is the one the verdict claims after its Holm adjustment, or none; a multiple of
+    the step that the multiples' test covered with a trend of its own is not listed as untestable."""
+    if not period:
+        return period
+    out = dict(period)
+    tried = set(period.get("multiples_tried") or [])
+    out["untestable"] = {p: why for p, why in (period.get("untestable") or {}).items() if int(p) not in tried}
+    if "multiple" in v["claims"]:
+        return out  # the multiple's result stands: detected, kind "multiple", its note
+    if "period" in v["claims"] and period.get("base_detected"):
+        note = period.get("note") if period.get("kind") != "multiple" else None
+        return out | {"detected": period["base_detected"], "kind": period.get("base_kind"), "note": note}
+    why = None
+    if period.get("p_value") is not None:
+        why = "no period is claimed once the verdict's tests share alpha (Holm)"
+        if period.get("multiple_test_p") is not None:
+            why += f"; the multiples of the step tried gave {p_text(period['multiple_test_p'])}"
+    return out | {
+        "detected": None,
+        "kind": None,
+        "note": why if period.get("p_value") is not None else period.get("note"),
+    }
+
+
 def _passed(effects: PhaseEffects, degree: int | None) -> int | None:
     """The trend's degree for the factor tests only when the phase statistics used it: a trend that
     failed its checks (the phase effects withheld) is not passed on, so no factor test runs on it
@@ -219,6 +248,9 @@ def analyze_arrays(
         ),
     }
     metrics["verdict"] = verdict(metrics)
+    metrics["period"] = named_period(metrics["period"], metrics["verdict"])
+    if metrics.get("log_score") and metrics["verdict"]["outcome"] != "accuracy":
+        metrics["log_score"]["period"] = named_period(metrics["log_score"]["period"], metrics["verdict"])
     if records.answer_pos is not None:  # every verdict says the prompt lengths it was measured at
         low, high = int(records.answer_pos.min()), int(records.answer_pos.max())
         metrics["lengths"] = {"min": low, "max": high, "bands": list(bands or [])}

@@ -71,10 +71,15 @@ def period_line(metrics: Metrics) -> str:
         return f"a period-{period.detected} pattern ({p}), not a step-phase effect (step {metrics.step})"
     if period.kind == "multiple":
         return f"detected period {period.detected} ({p}): {period.note}"
+    unclaimed = None  # a multiple tested but not claimed: said, so its p is not read as a second period answer
+    if period.multiple_test_p is not None and period.kind != "multiple":
+        tried = ", ".join(map(str, period.multiples_tried or [])) or "none"
+        unclaimed = f"multiples of the step tried ({tried}): {p_text(period.multiple_test_p)}, not claimed"
     if period.detected:
         notes = [n for n in (period.note, period.multiple_note if period.detected == metrics.step else None) if n]
+        notes += [unclaimed] if unclaimed else []
         return f"detected period {period.detected} ({p})" + "".join(f"; {n}" for n in notes)
-    return f"no significant period ({p})"
+    return f"no significant period ({p})" + (f"; {period.note}" if period.note else "")
 
 
 def dependence_line(metrics: Metrics) -> str | None:
