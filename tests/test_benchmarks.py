@@ -21,6 +21,7 @@ SMOKES = {  # benchmark: (arguments, a phrase its output must hold)
     "padding_search.py": (["--quick"], "| True"),
     "phase_ensemble.py": (["--quick"], "the ensemble costs"),
     "prefill_ab.py": (["--quick"], "compressed / full prefill time"),
+    "scale.py": (["--quick"], "merged records equal the unsplit ones (keys, prompt digests, grades): True"),
     "served.py": (["--quick"], "the three paths' log-probs equal: True"),
     "sweep_overhead.py": (["--quick"], "overhead"),
     "sweep_startup.py": (["--quick"], "| this code |"),

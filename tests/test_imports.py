@@ -45,6 +45,7 @@ ORDER = [
     "api",
     "check",  # phasescope check: the reference's and the stack's sweeps, a shuffled repeat, the gate
     "replay",  # phasescope replay: one reproducer sent again
+    "scale",  # a sweep split into parts (--shard), merged exactly, run on a Ray cluster
     "phasescope",  # the package facade: lazy re-exports of api
     "lm_eval_plugin",
     "lm_eval_model",

@@ -265,8 +265,12 @@ class RunOptions:
     adopt_records: bool = False  # a --out whose manifest.json was lost: vouch that its records come from this model
     resume: bool = False  # a rerun always resumes; with resume, an --out holding no sweep is an error
     log_samples: bool = False  # write RUN/samples.jsonl: each scored record's prompt ids and text, its candidates
+    # (I, N): score the I-th of N parts of the sweep (contents I, I + N, ...; phasescope merge joins the parts)
+    shard: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.shard is not None:
+            object.__setattr__(self, "shard", parse_shard(self.shard))
         if self.out is not None and not isinstance(self.out, (str, os.PathLike)):
             raise InputError(f"out must be a directory path (a str or pathlib.Path), got {self.out!r}")
         # checked on the text: Path("") is ".", the current directory, where records must never land by accident
@@ -282,7 +286,21 @@ class RunOptions:
     def argv(self) -> list[str]:
         args = ["--out", str(self.out)] if self.out is not None else []
         args += _flag("batch_size", self.batch_size) + ([] if self.prefix_reuse else ["--no-prefix-reuse"])
+        args += ["--shard", f"{self.shard[0]}/{self.shard[1]}"] if self.shard else []
         return args + (["--log-samples"] if self.log_samples else [])
+
+
+def parse_shard(value) -> tuple[int, int]:
+    """'2/8' or (2, 8) -> (2, 8): the third of eight parts (parts count from 0, as Slurm's array ids)."""
+    text = f"{value[0]}/{value[1]}" if isinstance(value, (tuple, list)) and len(value) == 2 else str(value)
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise InputError(f"--shard {text!r}: use I/N, the I-th of N parts counted from 0 (e.g. 0/4 ... 3/4)") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise InputError(f"--shard {text!r}: the part I must be 0 .. N-1 and N at least 1 (e.g. 0/4 ... 3/4)")
+    return i, n
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ class Command(_PlainHelp, typer.core.TyperCommand):
 # `phasescope --help`: the commands grouped and in the order of a study (a new command gets a place)
 WORKFLOW = {
     "Start here": ("demo",),
-    "Measure a model": ("sweep", "analyze", "report", "compare", "export"),
+    "Measure a model": ("sweep", "merge", "analyze", "report", "compare", "export"),
     "Check a serving stack": ("check", "replay"),
     "Look inside a model": ("ablate", "preferences"),
     "Train, reproduce, theory": ("train", "reproduce", "theory"),

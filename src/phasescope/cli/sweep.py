@@ -246,6 +246,17 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "tokenizer) and candidates, as lm-eval's --log_samples; export adds them to the records table.",
         ),
     ),
+    "shard": (
+        str,
+        typer.Option(
+            None,
+            metavar="I/N",
+            rich_help_panel="Run",
+            help="Score the I-th of N parts of this sweep (contents I, I+N, ...; I counts from 0, as a job array's "
+            "ids), into its own --out; `phasescope merge` joins the parts into the run the unsplit sweep writes "
+            "(docs/scale.md).",
+        ),
+    ),
     "resume": (
         bool,
         typer.Option(
@@ -261,6 +272,39 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
 
 SWEEP_OPTIONS |= declared_options_not_in(SWEEP_OPTIONS)  # the openai: options, and any new one
 
+RAY_OPTIONS = {  # how the sweep runs on a cluster (phasescope/scale.py): the driver's, never a part's spec
+    "ray": (
+        bool,
+        typer.Option(
+            False,
+            "--ray",
+            metavar="",
+            rich_help_panel="Run",
+            help="Run the sweep as --ray-parts Ray tasks on an existing Ray cluster (RAY_ADDRESS or --ray-address; "
+            "pip install 'phasescope[ray]'), each part in OUT/parts/, merged into --out at the end; a rerun resumes.",
+        ),
+    ),
+    "ray_address": (
+        str,
+        typer.Option(
+            None,
+            metavar="ADDRESS",
+            rich_help_panel="Run",
+            help="--ray: the cluster to join (default: RAY_ADDRESS; 'local' starts one on this machine).",
+        ),
+    ),
+    "ray_parts": (
+        int,
+        typer.Option(
+            None,
+            metavar="N",
+            rich_help_panel="Run",
+            help="--ray: parts to split the sweep into (default: the cluster's GPUs for a local model, its CPUs for a "
+            "served one; at most --samples).",
+        ),
+    ),
+}
+
 
 SWEEP_EXAMPLES = (
     "Examples: the shipped tiny model: phasescope sweep --model demo:tiny-s4 --out runs/tiny  ·  "
@@ -273,11 +317,16 @@ SWEEP_EXAMPLES = (
 
 
 @command(epilog=SWEEP_EXAMPLES)
-@with_options(SWEEP_OPTIONS)
+@with_options(SWEEP_OPTIONS | RAY_OPTIONS)
 def sweep(ctx, **given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     from phasescope.assemble import assemble, run_assembled
 
+    ray = {name: given.pop(name) for name in ("ray", "ray_address", "ray_parts")}
+    if (ray["ray"] or ray["ray_address"] or ray["ray_parts"]) and not given.get("dry_run"):
+        return sweep_on_ray(ctx, given, ray)
+    if ray["ray_parts"] and not given.get("shard"):  # --ray --dry-run: the plan of every part
+        given["shard"] = f"0/{ray['ray_parts']}"
     spec, run = sweep_specs(given, given_on_command_line(ctx, given))
     start = time.perf_counter()
     with console.status(f"loading {spec.model} and building the {spec.probe.name} probe"):
@@ -286,6 +335,53 @@ def sweep(ctx, **given) -> None:
     console.print(f"design: {design_line(prepared.probe)}", highlight=False)
     result = run_assembled(prepared, run, say=lambda text: console.print(text, highlight=False))
     print_sweep(result, run, time.perf_counter() - start)
+    if ray["ray"] and not ray["ray_parts"]:
+        console.print(
+            "--ray: the sweep would run as one part per GPU of the cluster (per CPU for a served model); pass "
+            "--ray-parts N to see each part's cost",
+            highlight=False,
+        )
+
+
+def sweep_on_ray(ctx, given: dict, ray: dict) -> None:
+    """`sweep --ray`: the parts as Ray tasks, merged into --out (phasescope/scale.py)."""
+    from phasescope.scale import run_on_ray
+
+    if not ray["ray"]:
+        raise InputError("--ray-address and --ray-parts go with --ray: add it, or drop them")
+    if given.get("shard"):
+        raise InputError("--ray splits the sweep itself: drop --shard")
+    if given.get("out") is None:
+        raise InputError(
+            "--ray writes the parts and the merged run under --out: pass --out DIR (storage every node reaches)"
+        )
+    explicit = given_on_command_line(ctx, given)
+    options = read_declared({name: given[name] for name in explicit if name not in ("model",)})
+    if "offsets" in options:
+        options["offsets"] = parse_offsets(given["offsets"])
+    result = run_on_ray(
+        given["model"],
+        ray["ray_address"],
+        ray["ray_parts"],
+        say=lambda text: console.print(text, highlight=False),
+        **options,
+    )
+    say_path(f"{given['out']}: {len(result.records)} records merged from {result.parts} parts")
+
+
+@command()
+def merge(
+    parts: list[str] = typer.Argument(..., help="The run directories of every part (the --out of each sweep --shard)."),
+    out: str = typer.Option(..., metavar="DIR", help="Where to write the merged run (a directory of its own)."),
+) -> None:
+    """Join the parts of a split sweep (sweep --shard I/N, one per job of an array) into the run the unsplit sweep
+    writes: the same spec.json, every record once, sorted; it checks that the parts are one sweep, scored by one
+    model, every part there and complete, before it writes anything. Then analyze, report and compare it as any
+    run (docs/scale.md)."""
+    from phasescope.scale import merge as join
+
+    merged = join(parts, out)
+    say_path(f"{merged.run_dir}: {len(merged.records)} records merged from {merged.parts} parts")
 
 
 def design_line(probe) -> str:
@@ -312,7 +408,7 @@ def sweep_specs(o: dict, explicit: set[str] | None = None) -> tuple[SweepSpec, R
     command is then ``spec.command(run)``); ``explicit``: the options the user typed."""
     from phasescope.run.settings import sweep_settings
 
-    options = read_declared({name: value for name, value in o.items() if name != "model"})
+    options = read_declared({name: value for name, value in o.items() if name != "model" and name not in RAY_OPTIONS})
     options["offsets"] = None if o["offsets"] is None else parse_offsets(o["offsets"])
     return sweep_settings(o["model"], explicit=explicit, **options)
 
@@ -347,6 +443,17 @@ def print_sweep(result, run: RunOptions, seconds: float) -> None:
         say_path(f"{run.out}: scored {result.scored} records ({len(result.records)} in total)")
 
 
+def print_parts(parts: list[dict]) -> None:
+    """--shard I/N --dry-run: every part's cost, one row each (the plan above is part I's)."""
+    from rich.table import Table
+
+    columns = [k for k in parts[0] if k != "longest_sequence"]
+    table = Table("part", *columns, title=f"the {len(parts)} parts of the sweep (--shard I/{len(parts)})")
+    for index, part in enumerate(parts):
+        table.add_row(str(index), *(f"{part[k]:,}" for k in columns))
+    console.print(table)
+
+
 def print_plan(plan: dict, startup: float) -> None:
     """The dry run: what scoring would cost, and how long the sweep would take here: the start-up
     this dry run paid (loading the model, building and checking every content), which the sweep
@@ -357,7 +464,10 @@ def print_plan(plan: dict, startup: float) -> None:
     plan.pop("timing_seconds", None)
     seconds, timed = plan.pop("estimated_seconds", None), plan.pop("timed_batch", None)
     why_not, design = plan.pop("not_timed", None), plan.pop("design", None)
+    parts = plan.pop("parts", None)
     console.print("dry run (nothing scored or written): " + ", ".join(f"{k} {v:,}" for k, v in plan.items()))
+    if parts is not None:
+        print_parts(parts)
     if design is not None:
         console.print(
             f"design: {design['windows']:g} windows of the step; phase gap {design['gap']}; period test "

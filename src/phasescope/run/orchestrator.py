@@ -32,7 +32,7 @@ from phasescope.run.manifest import manifest
 from phasescope.run.progress import checking_bar, scoring_bar
 from phasescope.run.samples import sample_logger
 from phasescope.rundir import RunDir, RunLock
-from phasescope.rundir.records import Record, same_window
+from phasescope.rundir.records import Record, plan_digest, same_window
 from phasescope.specs import SCHEMA, Geometry, RunOptions, SweepIdentity, SweepSpec
 
 TOKENS_PER_BATCH = 32768  # default batch size: about this many tokens per forward pass
@@ -105,27 +105,32 @@ def run_sweep(
     offsets, samples = list(spec.offsets), spec.samples if spec.samples is not None else probe.default_samples()
     check_offsets(offsets, geometry.step)
 
-    def stream():
-        return probe.stream(offsets, samples, np.random.default_rng(spec.seed))
+    def stream(shard=run.shard):
+        return in_shard(probe.stream(offsets, samples, np.random.default_rng(spec.seed)), shard)
 
-    checks = SweepChecks(geometry, model.info.vocab_size, model.info.max_len)
     try:
-        with checking_bar(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
-            for group in stream():
-                checks.add(group)
-                advance()
+        whole, parts = _check_contents(stream(shard=None), geometry, model, samples, run)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(NOTHING_YET) from None
+    checks = whole if run.shard is None else parts[run.shard[0]]
+    if not checks.keys and whole.keys:
+        raise ProbeError(
+            f"--shard {run.shard[0]}/{run.shard[1]} holds no content: the sweep has {samples} contents and part I "
+            f"scores contents I, I + N, ...; split it into at most {samples} parts"
+        )
     checks.finish()
-    batch_size = run.batch_size or default_batch_size(checks.longest)
+    batch_size = run.batch_size or default_batch_size(whole.longest)
     plan = ScoringPlan(geometry.step, geometry.align, batch_size, run.prefix_reuse, checks.single, checks.longest)
     model.prepare(plan)
     if run.dry_run:
         pairs = probe.spec().get("pairs")  # key-value probes: pairs in each prompt
         extra = {"pairs_per_prompt": pairs} if isinstance(pairs, int) else {}
         timing = _dry_run_timing(model, checks, lambda: _chunks(stream(), batch_size))
-        return SweepResult(None, [], 0, extra | checks.plan(model) | timing, geometry)
+        which = {"part": run.shard[0]} if run.shard else {}
+        every = {"parts": [part.plan(model) for _, part in sorted(parts.items())]} if run.shard else {}
+        return SweepResult(None, [], 0, which | extra | checks.plan(model) | timing | every, geometry)
     saved = spec_json(spec, probe, samples, geometry, batch_size, model.info.description)
+    saved |= shard_json(run.shard, whole.keys)
     identity = SweepIdentity.of(spec, samples, geometry, batch_size)
     out = Path(run.out) if run.out is not None else None
     if run.resume and out is not None and not (RunDir(out).spec.exists() or RunDir(out).records.exists()):
@@ -165,6 +170,44 @@ def spec_json(spec: SweepSpec, probe: Probe, samples: int, geometry: Geometry, b
         "model": model,
         "sweep": spec.to_json(),
     }
+
+
+def in_shard(groups, shard: tuple[int, int] | None):
+    """The contents of one part of a split sweep: the i-th of every N, by their place in the probe's
+    stream (the stream draws every content, so each keeps the random state it has unsplit)."""
+    for i, group in enumerate(groups):
+        if shard is None or i % shard[1] == shard[0]:
+            yield group
+
+
+def _check_contents(groups, geometry: Geometry, model: Backend, samples: int, run: RunOptions):
+    """The first pass: every content checked, as the unsplit sweep does (a bad content fails every
+    part alike, and a part's default batch size is the unsplit sweep's). Returns the whole sweep's
+    checks and, for a part, its own (by part index; every part's on a dry run, for its table)."""
+
+    def fresh() -> SweepChecks:
+        return SweepChecks(geometry, model.info.vocab_size, model.info.max_len)
+
+    whole, parts = fresh(), {}
+    if run.shard is not None:
+        wanted = range(run.shard[1]) if run.dry_run else [run.shard[0]]
+        parts = {index: fresh() for index in wanted}
+    with checking_bar(run.progress, samples) as advance:  # a 20,000-content sweep takes minutes to check
+        for i, group in enumerate(groups):
+            whole.add(group)
+            if run.shard is not None and i % run.shard[1] in parts:
+                parts[i % run.shard[1]].add(group)
+            advance()
+    return whole, parts
+
+
+def shard_json(shard: tuple[int, int] | None, planned: dict[tuple, str]) -> dict:
+    """spec.json's ``shard`` (absent unsplit): which part of a split sweep the run holds, and the
+    digest of the whole sweep's prompts (``planned``: record key -> prompt digest), which merge
+    checks the joined records against."""
+    if shard is None:
+        return {}
+    return {"shard": {"index": shard[0], "count": shard[1], "plan_sha256": plan_digest(planned)}}
 
 
 def _chunks(groups, contents_per_chunk: int):

@@ -179,6 +179,13 @@ class RunDir:
                 "sweep to another --out",
             )
             check_schema(saved, spec_path)
+            if _part(saved) != _part(spec):
+                raise ProbeError(f"{out} holds {_part(saved)}; this sweep is {_part(spec)} (--shard): {fix}")
+            if saved.get("shard") != spec.get("shard"):
+                raise ProbeError(
+                    f"{out} holds {_part(saved)} whose prompts differ from this sweep's (plan digest): an edited "
+                    f"prompts or probe file, another tokenizer, or a phasescope that builds them differently; {fix}"
+                )
             differ = differences_from(saved, identity)
             if differ:
                 older = (
@@ -252,6 +259,11 @@ class RunDir:
                 f"{out} was swept with another model (weights fingerprint {saved}, now {fingerprint}): resuming "
                 f"would mix two models' records; {fix}"
             )
+
+
+def _part(spec: dict) -> str:
+    shard = spec.get("shard")
+    return "the whole sweep" if not shard else f"part {shard['index']} of {shard['count']} of a split sweep"
 
 
 def _moved_server(saved: str, now: str) -> tuple[str, str] | None:

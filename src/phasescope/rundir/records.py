@@ -10,6 +10,7 @@ leaves out, saying so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields, replace
@@ -437,3 +438,10 @@ def _unparseable(line: str) -> bool:
     except json.JSONDecodeError:
         return True
     return False
+
+
+def plan_digest(planned: dict[tuple, str]) -> str:
+    """One digest of a sweep's planned records (key -> prompt digest), in an order that does not
+    depend on who computes it: a part of a split sweep saves it, merge checks the joined records."""
+    lines = sorted(json.dumps([list(key), digest]) for key, digest in planned.items())
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
