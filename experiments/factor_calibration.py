@@ -73,7 +73,8 @@ def main() -> None:
             f"Command: `OMP_NUM_THREADS=1 .venv/bin/python experiments/factor_calibration.py --sims {args.sims} "
             f"--boot {args.boot} --write` ({elapsed / 60:.0f} min here, one core). 60 contents x 24 offsets at "
             "step 4 unless the row says otherwise, one record per cell, contents of their own prompt lengths. "
-            f"*Any factor*: sweeps whose verdict claims some factor (under Holm with the verdict's other tests); "
+            "*Any factor*: sweeps whose verdict claims some factor (under the verdict's weighted Holm with its "
+            "other tests); "
             f"*found*: the planted factors all claimed; *period*: each named at its planted period (the step unless "
             f"the row says another); *wrong*: a factor claimed that has no effect. Alpha = 5%; "
             f"a rate over {args.sims} sweeps is measured to about ±{bound:.1f} points (2 s.e.).",

@@ -187,13 +187,81 @@ def test_the_crossed_design_keeps_the_needle_beyond_the_raw_window_at_the_defaul
 def test_no_factor_is_tested_on_a_trend_that_failed_its_checks(monkeypatch):
     """Issue #56: the phase statistics were withheld, but the unchecked degree was passed on and the
     factor tests ran on it (5 of 215 withheld null sweeps claimed a factor)."""
-    from phasescope.analysis import phase_effects
+    from phasescope.analysis import phase_effects, stats
     from phasescope.analysis.trend import TrendChoice
 
     unchecked = TrendChoice(degree=2, checked=False, lof_p=0.001, max_degree=4, note="the trend failed its checks")
     monkeypatch.setattr(phase_effects, "select_trend", lambda *args, **kwargs: unchecked)
+    monkeypatch.setattr(stats, "select_trend", lambda *args, **kwargs: unchecked)  # mod 8 fails its checks too
     r = simulate_factors(FactorScenario(end_pp=40.0), np.random.default_rng(9))
     m = analyze_arrays(r, seed=0, n_resamples=200)
     assert m["gap_p_value"] is None and "withheld" in m["inference_note"]
     assert all(t["p_value"] is None and t["note"].startswith("not tested") for t in m["factors"]["tests"])
     assert not [c for c in m["verdict"]["claims"] if c.startswith("factor:")]
+
+
+def test_the_needles_line_beside_a_factor_claim_names_uneven_cells():
+    """'not the needle's phase (p = 0.9) ... the needle's phase alone: phase effect 7.6 pp' on a crossed run
+    whose cells hold 67 to 80 records (#56 item 3): the needle's line is not adjusted for the prompt end,
+    and the uneven cells are named as why it shows part of the prompt end's effect."""
+    from phasescope.analysis.verdict import verdict
+
+    def test(name, p, worst):
+        rows = [{"phase": q, "effect_pp": -12.0 if q == worst else 4.0} for q in range(4)]
+        return {"name": name, "members": [name], "kind": "within", "p_value": p, "phases": rows,
+                "worst_phase": worst, "period": 4}  # fmt: skip
+
+    rows = [{"phase": p, "accuracy": 0.6, "effect_pp": e} for p, e in zip(range(4), [-5, 2, 2, 1], strict=True)]
+    factors = {"groups": [["needle"], ["end"]], "held": {}, "align": 0, "step": 4,
+               "tests": [test("needle", 0.9, 0), test("end", 0.0001, 3)], "cells": {"min": 67, "max": 80}}  # fmt: skip
+    m = {"step": 4, "overall_accuracy": 0.6, "phases": rows, "gap_pp": 7.6, "gap_ci_pp": [2.8, 15.0],
+         "gap_p_value": 0.0025, "period": {"detected": 4, "kind": "step", "p_value": 0.2},
+         "phase_dependence": {"p_value": 0.5}, "factors": factors}  # fmt: skip
+    v = verdict(m)
+    assert v["kind"] == "factor" and "gap" in v["claims"] and "factor:end" in v["claims"]
+    assert "not the needle's phase (p = 0.9)" in v["sentence"]
+    uneven = "the needle's phase alone (not adjusted for the other factors' phases, and their cells are uneven: 67 to"
+    assert uneven in v["sentence"]
+    even = verdict({**m, "factors": {**factors, "cells": {"min": 75, "max": 75}}})
+    assert "the needle's phase alone (not adjusted for the other factors' phases): phase effect" in even["sentence"]
+    both = {**factors, "tests": [test("needle", 0.0001, 0), test("end", 0.0001, 3)]}
+    assert "the needle's phase alone: phase effect" in verdict({**m, "factors": both})["sentence"]
+
+
+def test_each_factor_gets_an_equal_share_of_the_verdicts_alpha():
+    """Plain Holm spent four shares of alpha on the needle's phase (gap, period, multiple, its factor
+    test) beside one on the prompt end (#56 item 5); the weighted family gives each factor test an
+    equal share and the phase statistics one between them; equal weights are plain Holm."""
+    from phasescope.analysis.verdict import holm, verdict_weights
+
+    p = {"gap": 0.3, "period": 0.4, "dependence": 0.5, "factor:needle": 0.6, "factor:end": 0.02}
+    assert holm(p, dict.fromkeys(p, 0.2)) == pytest.approx(holm(p))
+    assert holm(p)["factor:end"] == pytest.approx(0.1)  # fifth of alpha: not claimed
+    rows = [{"phase": q, "effect_pp": 0.0} for q in range(4)]
+    tests = [{"name": f, "members": [f], "kind": "within", "p_value": p[f"factor:{f}"], "phases": rows,
+              "worst_phase": 0, "period": 4} for f in ("needle", "end")]  # fmt: skip
+    m = {"step": 4, "overall_accuracy": 0.6, "phases": [], "gap_p_value": 0.3, "period": {"p_value": 0.4},
+         "n_contents": 60, "phase_dependence": {"p_value": 0.5},
+         "factors": {"groups": [["needle"], ["end"]], "tests": tests}}  # fmt: skip
+    weights = verdict_weights(m)
+    third, ninth = pytest.approx(1 / 3), pytest.approx(1 / 9)
+    assert weights == {"factor:end": third, "factor:needle": third, "gap": ninth, "period": ninth, "dependence": ninth}
+    assert holm(p, weights)["factor:end"] == pytest.approx(0.06)  # a third of alpha at the first step
+    assert holm({**p, "factor:end": 0.015}, weights)["factor:end"] == pytest.approx(0.045)  # plain Holm: 0.075
+    assert set(verdict_weights({**m, "factors": None}).values()) == {1.0}  # no factor apart: plain Holm
+
+
+def test_a_trend_checked_next_to_the_longest_residues_serves_the_factor_tests():
+    """A needle effect every 8 tokens fails the step-4 trend's checks; withholding every factor test
+    there found it in about half the sweeps (#56). The factor tests read residues mod 8, so a trend
+    checked next to those serves them: the needle's factor is tested and named mod 8."""
+    scenario = FactorScenario(needle_pp=30.0, period=8, worst=5)
+    for seed in range(12):
+        m = analyze_arrays(simulate_factors(scenario, np.random.default_rng([seed, 8])), seed=seed, n_resamples=200)
+        if m["gap_p_value"] is None and "withheld" in (m["inference_note"] or ""):
+            break
+    else:
+        pytest.fail("no simulated sweep withheld the step-4 trend")
+    needle = next(t for t in m["factors"]["tests"] if t["name"] == "needle")
+    assert needle["p_value"] is not None and needle["period"] == 8
+    assert "factor:needle" in m["verdict"]["claims"]

@@ -148,18 +148,21 @@ def test_a_run_of_two_tasks_gets_one_verdict_per_task_on_its_own_metric(setup):
     """'overall accuracy 0.134 over 352 records' mixed ps_capitals' acc with ps_phrases'
     exact_match (#46 part 5): each task is analyzed on its own records, with its own verdict."""
     import phasescope
+    from phasescope.analysis.per_task import shared_alpha
     from phasescope.analysis.stats import analyze_records
     from phasescope.rundir.records import read_records
 
     metrics = phasescope.analyze(setup["run"], n_resamples=200)
     assert list(metrics.per_task) == ["ps_capitals", "ps_phrases"]
-    assert metrics.verdict.sentence.startswith("2 tasks pooled (each task's own verdict follows): ")
+    assert metrics.verdict.sentence.startswith("2 tasks pooled (each task's own verdict follows, every task's tests")
     assert metrics.per_task["ps_capitals"]["metric"] == "acc,none"
     assert metrics.per_task["ps_phrases"]["metric"].startswith("exact_match")
-    mine = [r for r in read_records(setup["run"] / "records.jsonl").records if r.task == "ps_phrases"]
-    alone = analyze_records(mine, seed=0, n_resamples=200)  # the task as if swept alone
-    assert metrics.per_task["ps_phrases"]["verdict"] == alone["verdict"]["sentence"]
-    assert metrics.per_task["ps_phrases"]["overall_accuracy"] == alone["overall_accuracy"]
+    records = read_records(setup["run"] / "records.jsonl").records
+    alone = {t: analyze_records([r for r in records if r.task == t], seed=0, n_resamples=200) for t in metrics.per_task}
+    shared_alpha(alone, "task")  # each task as if swept alone, its tests adjusted with the other task's
+    assert metrics.per_task["ps_phrases"]["verdict"] == alone["ps_phrases"]["verdict"]["sentence"]
+    assert "; prompts of " in metrics.per_task["ps_phrases"]["verdict"]  # re-read, it still names its lengths
+    assert metrics.per_task["ps_phrases"]["overall_accuracy"] == alone["ps_phrases"]["overall_accuracy"]
     from rich.console import Console
 
     from phasescope.reporting.terminal import verdict_text
@@ -315,3 +318,14 @@ def test_a_multiple_choice_record_keeps_its_target_as_text(setup):
     texts = {r["target_text"].strip() for r in rows}
     assert "Paris" in texts and texts <= rights
     assert {r["target"] for r in rows} <= {str(i) for i in range(4)}
+
+
+def test_a_task_naming_its_own_data_files_loads_from_any_directory(tmp_path, monkeypatch):
+    """#59: from another directory a local task failed with "Unable to find '<cwd>/tests/data/lm_eval/...'":
+    datasets reads a relative data_files path from the working directory; phasescope finds it by the YAML."""
+    from phasescope.probes.lm_eval_tasks import documents, load_tasks
+
+    here = {name: len(documents(task)) for name, task in load_tasks(["ps_capitals"], str(ROOT / TASKS)).items()}
+    monkeypatch.chdir(tmp_path)
+    there = {name: len(documents(task)) for name, task in load_tasks(["ps_capitals"], str(ROOT / TASKS)).items()}
+    assert there == here == {"ps_capitals": 24}

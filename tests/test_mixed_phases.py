@@ -143,6 +143,36 @@ def test_defect_5_a_printed_interval_always_agrees_with_its_p_value():
     }
     v = verdict(m)
     assert "[0.03, 9.0]" in v["sentence"] and "[0.0," not in v["sentence"]
+    # an interval that excludes 0 is never called "no detectable effect" (#56 item 3): the
+    # adjustment is what leaves it unclaimed, and the sentence says so
+    assert v["claims"] == [] and v["sentence"].startswith("no phase effect claimed at step 4: gap 4.0 pp [0.03, 9.0]")
+    assert "(p = 0.046; 0.092 once the verdict's 2 tests share alpha (Holm))" in v["sentence"]
+    held = verdict({**m, "gap_ci_pp": [0.0, 9.0], "gap_p_value": 0.3})
+    assert held["sentence"].startswith("no detectable phase effect at step 4: gap 4.0 pp [0.0, 9.0]")
+    dependent = verdict({**m, "phase_dependence": {"p_value": 0.001, "rms_pp": 6.0, "ci_pp": [3.0, 9.0]}})
+    assert dependent["sentence"].startswith("no shared phase effect claimed at step 4 (gap 4.0 pp [0.03, 9.0]")
+
+
+def test_tasks_of_one_run_share_alpha_across_their_verdicts():
+    """Each lm-eval task's verdict at alpha on its own claims something on some task of a null run of
+    T tasks in up to T alpha (#56 item 6): the tasks' tests form one Holm family."""
+    from phasescope.analysis.per_task import shared_alpha
+
+    rows = [{"phase": p, "accuracy": 0.6, "effect_pp": e} for p, e in zip(range(4), [-1, 0, 0, 1], strict=True)]
+    null = {"step": 4, "overall_accuracy": 0.6, "phases": rows, "gap_pp": 2.0, "gap_ci_pp": [0.0, 8.0],
+            "gap_p_value": 0.6, "period": {"detected": 4, "kind": "step", "p_value": 0.7},
+            "phase_dependence": {"p_value": 0.8}}  # fmt: skip
+    lucky = {**null, "period": {"detected": 4, "kind": "step", "p_value": 0.01}}
+    assert verdict(lucky)["claims"] == ["period"]  # alone: Holm over its own 3 tests keeps it (p = 0.03)
+    analyses = {"task_a": dict(lucky), "task_b": dict(null), "task_c": dict(null)}
+    shared_alpha(analyses, "task")
+    a = analyses["task_a"]["verdict"]
+    assert a["claims"] == [] and a["adjusted_p"]["period"] == pytest.approx(0.01 * 9)
+    assert a["family_words"] == "the 9 tests of the 3 tasks' verdicts"
+    strong = {**null, "gap_p_value": 0.0005, "gap_ci_pp": [3.0, 12.0], "gap_pp": 7.0}
+    analyses = {"task_a": dict(strong), "task_b": dict(null)}
+    shared_alpha(analyses, "task")
+    assert analyses["task_a"]["verdict"]["claims"] == ["gap"] and analyses["task_b"]["verdict"]["claims"] == []
 
 
 def test_defect_6_default_offsets_cover_six_windows_and_the_dry_run_says_what_the_design_can_test():

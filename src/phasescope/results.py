@@ -71,7 +71,10 @@ def analyze(run_dir: str | Path, n_resamples: int = 2000, *, must_save: bool = T
     if (tasks := task_verdicts(found.records, spec.seed, n_resamples)) is not None:  # one verdict per task
         metrics["per_task"] = tasks
         pooled = metrics["verdict"]["sentence"]
-        metrics["verdict"]["sentence"] = f"{len(tasks)} tasks pooled (each task's own verdict follows): {pooled}"
+        metrics["verdict"]["sentence"] = (
+            f"{len(tasks)} tasks pooled (each task's own verdict follows, every task's tests sharing alpha by Holm): "
+            f"{pooled}"
+        )
     if (bands := band_verdicts(found.records, spec.seed, n_resamples)) is not None:  # one verdict per length band
         metrics["per_band"] = bands
         pooled = metrics["verdict"]["sentence"]

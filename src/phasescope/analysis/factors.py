@@ -142,12 +142,26 @@ def factor_statistics(
         "step": r.step,
         "periods": periods,
         "n_informative_contents": informative,
+        "cells": cell_counts(r.step, [phases[g[0]] for g in shape["groups"]]),
         "tests": tests,
         "model": "linear probability model with content fixed effects, the phase statistics' trend over offsets "
         "and answer_pos; each factor's residues modulo every candidate period tested by a cluster-robust Wald "
         "statistic, the smallest chi-square p over the periods referred to the wild cluster bootstrap's; "
         "factors held within contents compared between contents by a permutation test",
     }
+
+
+def cell_counts(step: int, columns: list[np.ndarray]) -> dict | None:
+    """Records in the fewest and the most filled cell of the moving groups' phases crossed (None with
+    one group). With uneven cells one factor's phase statistics, read alone, carry part of another's
+    effect: the verdict names the cells' spread beside such a reading."""
+    if len(columns) < 2:
+        return None
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        code = code * step + column % step
+    counts = np.bincount(code, minlength=step ** len(columns))
+    return {"min": int(counts.min()), "max": int(counts.max()), "n_cells": len(counts)}
 
 
 def _informative(r: RecordArrays) -> int:

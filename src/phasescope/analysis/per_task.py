@@ -10,8 +10,10 @@ from phasescope.rundir.records import Record
 
 
 def per_task(records: list[Record], seed: int, n_resamples: int) -> dict | None:
-    """{task: headline and verdict} for runs of two tasks or more; None otherwise."""
-    return _per_part(records, lambda r: r.task, str, seed, n_resamples)
+    """{task: headline and verdict} for runs of two tasks or more; None otherwise. The tasks'
+    verdicts share alpha: every test of every task enters one Holm family, so a run of T tasks
+    claims a false phase effect on any task in at most alpha of null runs, not in up to T alpha."""
+    return _per_part(records, lambda r: r.task, str, seed, n_resamples, joint="task")
 
 
 def per_band(records: list[Record], seed: int, n_resamples: int) -> dict | None:
@@ -23,17 +25,24 @@ def band_label(tokens: int) -> str:
     return f"{tokens:,} tokens"
 
 
-def _per_part(records: list[Record], part_of, label, seed: int, n_resamples: int) -> dict | None:
+def _per_part(records, part_of, label, seed: int, n_resamples: int, joint: str | None = None) -> dict | None:
+    """Each part's own analysis; ``joint`` (what a part is called): the parts' verdicts adjusted as
+    one family (``shared_alpha``), else each verdict at alpha on its own."""
     from phasescope.analysis.stats import analyze_records
 
     parts = list(dict.fromkeys(part_of(r) for r in records if part_of(r) is not None))
     if len(parts) < 2:
         return None
-    out = {}
-    for part in sorted(parts) if all(isinstance(p, int) for p in parts) else parts:
+    ordered = sorted(parts) if all(isinstance(p, int) for p in parts) else parts
+    analyses = {}
+    for part in ordered:
         mine = [r for r in records if part_of(r) == part]
-        m = analyze_records(mine, seed=seed, n_resamples=n_resamples)
-        out[label(part)] = {
+        analyses[label(part)] = (mine, analyze_records(mine, seed=seed, n_resamples=n_resamples))
+    if joint:
+        shared_alpha({name: m for name, (_, m) in analyses.items()}, joint)
+    out = {}
+    for name, (mine, m) in analyses.items():
+        out[name] = {
             "metric": _judged_by(mine),
             "n_records": m["n_records"],
             "n_contents": m["n_contents"],
@@ -46,6 +55,27 @@ def _per_part(records: list[Record], part_of, label, seed: int, n_resamples: int
             "verdict": m["verdict"]["sentence"],
         }
     return out
+
+
+def shared_alpha(analyses: dict[str, dict], what: str) -> None:
+    """Re-read each analysis' verdict with Holm's adjustment over the tests of all of them (in place):
+    each analysis has an equal share of alpha, divided among its tests as its own verdict divides it."""
+    from phasescope.analysis.verdict import holm, verdict, verdict_tests, verdict_weights
+    from phasescope.phases import lengths_words
+
+    tests = {(name, test): p for name, m in analyses.items() for test, p in verdict_tests(m).items()}
+    weights = {}
+    for name, m in analyses.items():  # each task an equal share, divided as its own verdict divides it
+        own = verdict_weights(m)
+        weights |= {(name, test): w / sum(own.values()) for test, w in own.items()}
+    adjusted = holm(tests, weights)
+    words = f"the {len(adjusted)} tests of the {len(analyses)} {what}s' verdicts"
+    for name, m in analyses.items():
+        mine = {test: p for (owner, test), p in adjusted.items() if owner == name}
+        v = verdict(m, family={"adjusted_p": mine, "words": words})
+        if (lengths := m.get("lengths")) and v["sentence"]:  # as analyze_arrays ends every verdict
+            v["sentence"] += f"; {lengths_words(lengths['min'], lengths['max'], lengths['bands'])}"
+        m["verdict"] = v
 
 
 def _judged_by(records: list[Record]) -> str:

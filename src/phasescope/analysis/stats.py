@@ -24,13 +24,14 @@ from phasescope.analysis.factors import factor_phases, factor_statistics, layout
 from phasescope.analysis.intervals import cluster_proportion, wilson
 from phasescope.analysis.log_score import log_score
 from phasescope.analysis.offset_effects import MIN_CONTENTS, OffsetEffects, fit_offset_effects
-from phasescope.analysis.period import detect_period
+from phasescope.analysis.period import detect_period, residues
 from phasescope.analysis.phase_effects import PhaseEffects, fit_phase_effects
 from phasescope.analysis.pvalue import p_text
 from phasescope.analysis.records import RecordArrays, bands_of
+from phasescope.analysis.trend import select_trend
 from phasescope.analysis.verdict import verdict
 from phasescope.analysis.windows import window_contrast
-from phasescope.phases import lengths_words
+from phasescope.phases import lengths_words, longest_period
 from phasescope.rundir.records import as_records
 
 MODEL = (
@@ -85,17 +86,17 @@ def per_phase(r: RecordArrays, fx: PhaseEffects) -> list[dict]:
 
 
 def _ceiling_note(r: RecordArrays) -> str | None:
+    """Why accuracy has no test at the ceiling (floor). It says accuracy, not 'no effect could show':
+    the log-prob margin may still show one there, and the verdict then reads it (``log_score``)."""
     if r.correct.min() != r.correct.max():
         return None
-    if r.correct[0]:
-        return (
-            "every record is right: at this ceiling no phase effect could show; compare mean log p per phase, or "
-            "use a harder task (longer contexts, more pairs)"
-        )
-    return (
-        "every record is wrong: at this floor no phase effect could show; compare mean log p per phase, or use an "
-        "easier task (shorter contexts, fewer pairs) or a model that can do it"
-    )
+    bound, word, task = ("ceiling", "right", "a harder task (longer contexts, more pairs)")
+    if not r.correct[0]:
+        task = "an easier task (shorter contexts, fewer pairs) or a model that can do it"
+        bound, word = "floor", "wrong"
+    scored = bool(np.isfinite(r.logprob).any())
+    instead = "the log-prob score is read instead" if scored else f"compare mean log p per phase, or use {task}"
+    return f"every record is {word}: at this {bound} accuracy cannot show a phase effect; {instead}"
 
 
 def _join(*notes: str | None) -> str | None:
@@ -160,12 +161,22 @@ def named_period(period: dict, v: dict) -> dict:
     }
 
 
-def _passed(effects: PhaseEffects, degree: int | None) -> int | None:
-    """The trend's degree for the factor tests only when the phase statistics used it: a trend that
-    failed its checks (the phase effects withheld) is not passed on, so no factor test runs on it
-    (issue #56: 5 of 215 withheld null sweeps claimed a factor)."""
+def _passed(effects: PhaseEffects, degree: int | None, fx: OffsetEffects | None, step: int) -> int | None:
+    """The trend's degree for the factor tests only when it passed its checks. A trend that failed
+    them next to the step's phases (the phase effects withheld) is not passed on (issue #56: 5 of
+    215 withheld null sweeps claimed a factor); the factor tests read residues up to the longest
+    candidate period, so a trend checked next to those residues serves them instead (a needle effect
+    every 8 tokens fails the step-4 trend's checks, and withholding every factor test there cost
+    half the sweeps that found it)."""
     withheld = effects.gap_plugin is None and effects.note is not None and "withheld" in effects.note
-    return None if withheld else degree
+    if not withheld:
+        return degree
+    longest = longest_period(step)
+    residue = None if fx is None or longest == step else residues(fx, longest, step)
+    if residue is None or isinstance(residue, str):
+        return None
+    choice = select_trend(fx, residue, f"residue mod {longest}")
+    return choice.degree if choice.degree is not None and choice.checked else None
 
 
 def fixed_contents(r: RecordArrays) -> dict:
@@ -244,7 +255,12 @@ def analyze_arrays(
         "phase_of": phase_of,
         "fixed_contents": fixed_contents(r),
         "factors": factor_statistics(
-            records, _passed(effects, degree), np.random.default_rng([seed, 7]), n_resamples, effects.note, shape
+            records,
+            _passed(effects, degree, fx, r.step),
+            np.random.default_rng([seed, 7]),
+            n_resamples,
+            effects.note,
+            shape,
         ),
     }
     metrics["verdict"] = verdict(metrics)

@@ -4,7 +4,9 @@
 It says only what the statistics support: the drift-adjusted, bias-corrected gap with its
 interval and p-value, the worst and best phase on the drift-adjusted scale (raw when the drift
 could not be modelled, and said so), the detected period; "no detectable phase effect" with
-the upper end of the interval when nothing is claimed; at the ceiling or the floor the same
+the upper end of the interval when nothing is claimed ("no phase effect claimed" when the gap's
+interval excludes 0 but its test does not survive the adjustment below: the words never deny
+what an interval shows); at the ceiling or the floor the same
 reading in the log-prob margin (``log_score``), since accuracy cannot move there.
 
 **One claim, one alpha.** The verdict reads up to three tests -- the gap (a shared phase
@@ -16,7 +18,10 @@ only what passes Holm's step-down adjustment over the tests that were made (``cl
 (``analysis/factors.py``: the needle's, the prompt end's, the distance's phase) join the same
 family wherever the design moves two or more of them apart (``factor:NAME``), and every
 between-contents comparison of a factor the design holds; when one of them is claimed the verdict
-leads with it ("where the phase lives: ...", kind ``factor``). The raw p-values stay
+leads with it ("where the phase lives: ...", kind ``factor``). There the family is weighted
+(``verdict_weights``): each factor test gets an equal share of alpha and the phase
+statistics one share between them, so the prompt end is not tested at a sixth of alpha because the
+needle's phase has four tests of its own. The raw p-values stay
 beside their intervals (an interval excludes 0 exactly when its raw p < alpha), and a raw p
 below alpha that the adjustment does not keep is said as such.
 """
@@ -33,26 +38,72 @@ ALPHA = 0.05
 MIN_VARYING = MIN_CONTENTS  # contents whose answers change with the offset that accuracy's tests need
 
 
-def holm(p_values: dict[str, float | None]) -> dict[str, float]:
-    """Holm-adjusted p-values of the tests that were made (None: not made, left out of the family)."""
-    made = sorted((p, name) for name, p in p_values.items() if p is not None)
+def holm(p_values: dict, weights: dict | None = None) -> dict:
+    """Holm-adjusted p-values of the tests that were made (None: not made, left out of the family).
+    ``weights`` (default equal): the weighted Holm procedure, each test's share of alpha in
+    proportion to its weight among the tests not yet rejected; any fixed weights keep the rate of
+    any false claim at alpha."""
+    made = {name: p for name, p in p_values.items() if p is not None}
+    weight = {name: (weights or {}).get(name, 1.0) for name in made}
+    remaining = sum(weight.values())
     adjusted, running = {}, 0.0
-    for i, (p, name) in enumerate(made):
-        running = max(running, min(1.0, (len(made) - i) * p))
+    for name in sorted(made, key=lambda name: (made[name] / weight[name], name)):
+        running = max(running, min(1.0, made[name] * remaining / weight[name]))
         adjusted[name] = running
+        remaining -= weight[name]
     return adjusted
 
 
-def verdict(m: dict) -> dict:
-    """metrics.json's ``verdict`` from the rest of ``m`` (``analyze_arrays``' output)."""
+def verdict_weights(m: dict) -> dict[str, float]:
+    """Each test's share of the verdict's alpha. Where the design tells factors apart, every factor
+    test (the needle's, the prompt end's, the distance's, each between-contents comparison) gets an
+    equal share, and the phase statistics (gap, period, multiple, dependence) one share between
+    them -- so the prompt end is not tested at a sixth of alpha because the needle's phase has four
+    tests of its own (experiments/factor_power.py measures both families, nulls included)."""
+    tests = {name: p for name, p in verdict_tests(m).items() if p is not None}
+    factors = [name for name in tests if name.startswith("factor:")]
+    phase = [name for name in tests if name not in factors]
+    if not factors:
+        return dict.fromkeys(tests, 1.0)
+    shares = len(factors) + bool(phase)
+    return dict.fromkeys(factors, 1.0 / shares) | dict.fromkeys(phase, 1.0 / shares / max(len(phase), 1))
+
+
+def verdict(m: dict, family: dict | None = None) -> dict:
+    """metrics.json's ``verdict`` from the rest of ``m`` (``analyze_arrays``' output). ``family``:
+    the adjusted p-values of this verdict's tests when they share alpha with other verdicts' (each
+    task of a run of several, ``per_task``), and how to say so; None: Holm over its own tests."""
+    v = _log_score_verdict(m, bound, family) if (bound := _log_score_bound(m)) else _accuracy_verdict(m, family)
+    v["tested_p"] = verdict_tests(m)
+    return v
+
+
+def _log_score_bound(m: dict) -> str | None:
+    """Why the verdict reads the log-prob score instead of accuracy (None: it reads accuracy)."""
     accuracy = m["overall_accuracy"]
     if accuracy in (0.0, 1.0) and m.get("log_score"):
-        return _log_score_verdict(m, "ceiling" if accuracy == 1.0 else "floor")
+        return "ceiling" if accuracy == 1.0 else "floor"
     informative = m.get("n_informative_contents")
     score = m.get("log_score") or {}
     if informative is not None and informative < MIN_VARYING and score.get("gap_p_value") is not None:
-        return _log_score_verdict(m, "fixed answers")  # a random or frozen model: each content answers alike
-    return _accuracy_verdict(m)
+        return "fixed answers"  # a random or frozen model: each content answers alike
+    return None
+
+
+def verdict_tests(m: dict) -> dict[str, float | None]:
+    """The raw p-value of every test the verdict reads (None: not made), before any adjustment."""
+    if _log_score_bound(m):
+        s = m["log_score"]
+        period = s.get("period") or {}
+        return {"gap": s.get("gap_p_value"), "period": period.get("p_value"), "multiple": period.get("multiple_test_p")}
+    dependence = m.get("phase_dependence") or {}
+    period = m.get("period") or {}
+    return {
+        "gap": m.get("gap_p_value"),
+        "period": period.get("p_value"),
+        "multiple": period.get("multiple_test_p"),
+        "dependence": dependence.get("p_value"),
+    } | factor_tests(m)
 
 
 def _base(m: dict, outcome: str, unit: str) -> dict:
@@ -75,8 +126,18 @@ def _base(m: dict, outcome: str, unit: str) -> dict:
     }
 
 
-def _claim(v: dict, tests: dict[str, float | None]) -> None:
-    v["adjusted_p"] = holm(tests)
+def _claim(v: dict, m: dict, family: dict | None) -> None:
+    """Holm over this verdict's tests (weighted: ``verdict_weights``), or the adjustment of a larger
+    family they belong to (``family``)."""
+    tests = verdict_tests(m)
+    if family is None:
+        weights = verdict_weights(m)
+        v["adjusted_p"] = holm(tests, weights)
+        shared = " (each factor an equal share)" if len(set(weights.values())) > 1 else ""
+        v["family_words"] = f"the verdict's {len(v['adjusted_p'])} tests{shared}"
+    else:
+        v["adjusted_p"] = {name: family["adjusted_p"][name] for name, p in tests.items() if p is not None}
+        v["family_words"] = family["words"]
     v["claims"] = [name for name in tests if v["adjusted_p"].get(name, 1.0) < ALPHA]
 
 
@@ -113,17 +174,14 @@ def _factor_sentence(m: dict, v: dict) -> str:
     return ""
 
 
-def _accuracy_verdict(m: dict) -> dict:
+def _accuracy_verdict(m: dict, family: dict | None) -> dict:
     v = _base(m, "accuracy", "pp")
     adjusted = {r["phase"]: r["effect_pp"] for r in m["phases"] if r.get("effect_pp") is not None}
     raw = {r["phase"]: r["accuracy"] for r in m["phases"] if r.get("accuracy") is not None}
     _extremes(v, adjusted, raw, "raw accuracy", ".3f", "")
     v.update(effect=m.get("gap_pp"), effect_ci=m.get("gap_ci_pp"), p_value=m.get("gap_p_value"))
     dependence = m.get("phase_dependence") or {}
-    period = m.get("period") or {}
-    _claim(v, {"gap": m.get("gap_p_value"), "period": period.get("p_value"),
-               "multiple": period.get("multiple_test_p"), "dependence": dependence.get("p_value")}
-           | factor_tests(m))  # fmt: skip
+    _claim(v, m, family)
     v["period"] = _detected(m.get("period"), v)
     step = m["step"]
     if accuracy_bound := _bound(m["overall_accuracy"]):
@@ -152,11 +210,27 @@ def _accuracy_verdict(m: dict) -> dict:
         if factor and any(name.startswith("factor:") for name in v["claims"]):
             v["factor_kind"] = v["kind"]  # what the needle's phase statistics alone read
             v["kind"] = "factor"
-            v["sentence"] = f"{factor}; {_phase_words(m)} alone: {v['sentence']}"
+            v["sentence"] = f"{factor}; {_phase_words(m)} alone{_mixed_in(m, v)}: {v['sentence']}"
         elif factor:
             v["sentence"] += f"; {factor}"
         v["sentence"] += _disagreement(m)
     return v
+
+
+def _mixed_in(m: dict, v: dict) -> str:
+    """Why the needle's own line may show an effect the factor tests place elsewhere: it is not
+    adjusted for the other factors, and on uneven cells their effect leaks into it."""
+    own = "end" if m.get("phase_of") == "end" else "needle"
+    claimed = [name for name in v["claims"] if name.startswith("factor:")]
+    if "gap" not in v["claims"] or any(own in name.removeprefix("factor:").split("+") for name in claimed):
+        return ""
+    cells = (m.get("factors") or {}).get("cells")
+    if cells and cells["min"] != cells["max"]:
+        return (
+            f" (not adjusted for the other factors' phases, and their cells are uneven: {cells['min']} to "
+            f"{cells['max']} records each, so part of the effect the factor tests place elsewhere shows in it)"
+        )
+    return " (not adjusted for the other factors' phases)"
 
 
 def _phase_words(m: dict) -> str:
@@ -186,7 +260,7 @@ def _disagreement(m: dict) -> str:
     )
 
 
-def _log_score_verdict(m: dict, bound: str) -> dict:
+def _log_score_verdict(m: dict, bound: str, family: dict | None) -> dict:
     s = m["log_score"]
     v = _base(m, s["outcome"], "nats")
     adjusted = {r["phase"]: r["effect"] for r in s["phases"] if r.get("effect") is not None}
@@ -194,8 +268,7 @@ def _log_score_verdict(m: dict, bound: str) -> dict:
     what = "log-prob margin" if s["outcome"] == "margin" else "log-prob of the right answer"
     _extremes(v, adjusted, means, f"the raw mean {what}", ".2f", " nats")
     v.update(kind=bound, effect=s.get("gap"), effect_ci=s.get("gap_ci"), p_value=s.get("gap_p_value"))
-    period = s.get("period") or {}
-    _claim(v, {"gap": s.get("gap_p_value"), "period": period.get("p_value"), "multiple": period.get("multiple_test_p")})
+    _claim(v, m, family)
     v["period"] = _detected(s.get("period"), v)
     if bound == "fixed answers":
         head = (
@@ -248,17 +321,19 @@ def _tested(gap, ci, p, unit, fmt, m, v, dependence) -> tuple[str, str]:
         detail = f"({detail}" if detail else f"({p_text(period['p_value'])})"
         return "period", (
             f"a {named.replace('period ', 'period-')} pattern over offsets at step {step} {detail}, though the "
-            f"phase gap alone is not significant: {gap_span} ({p_text(p)}{_unclaimed(v, 'gap')})"
+            f"phase gap alone is not {'claimed' if ci[0] > 0 else 'significant'}: {gap_span} "
+            f"({p_text(p)}{_unclaimed(v, 'gap')})"
         )
     if "dependence" in claims:
         return "content-specific", (
-            f"no shared phase effect at step {step} (gap {gap_span}, {p_text(p)}{_unclaimed(v, 'gap')}), but each "
+            f"no shared phase effect{' claimed' if ci[0] > 0 else ''} at step {step} (gap {gap_span}, {p_text(p)}"
+            f"{_unclaimed(v, 'gap')}), but each "
             f"content depends on the phase by {dependence['rms_pp']:.1f} pp [{dependence['ci_pp'][0]:.1f}, "
             f"{dependence['ci_pp'][1]:.1f}] ({p_text(dependence['p_value'])}), not on the same phase"
         )
     return "no effect", (
-        f"no detectable phase effect at step {step}: gap {gap_span} ({p_text(p)}{_unclaimed(v, 'gap')}); an effect "
-        f"above {ci[1]:{fmt}} {unit} is unlikely"
+        f"no {'phase effect claimed' if ci[0] > 0 else 'detectable phase effect'} at step {step}: gap {gap_span} "
+        f"({p_text(p)}{_unclaimed(v, 'gap')}); an effect above {ci[1]:{fmt}} {unit} is unlikely"
     )
 
 
@@ -267,7 +342,7 @@ def _unclaimed(v: dict, test: str) -> str:
     adjusted = v["adjusted_p"].get(test)
     if adjusted is None or adjusted < ALPHA or v["p_value"] is None or v["p_value"] >= ALPHA:
         return ""
-    return f"; {p_cell(adjusted)} once the verdict's {len(v['adjusted_p'])} tests share alpha (Holm)"
+    return f"; {p_cell(adjusted)} once {v['family_words']} share alpha (Holm)"
 
 
 def _extremes(v: dict, adjusted: dict, raw: dict, what: str, fmt: str, unit: str) -> None:
