@@ -103,6 +103,9 @@ class FakeVLLM:
                 if fault == "garbage":
                     self._send(200, b"{not json")
                     return
+                if fault == "404":  # vLLM's answer to a path it does not serve (an address without /v1)
+                    self._send(404, b'{"detail":"Not Found"}')
+                    return
                 if fault == "307":  # a proxy moving the API: httpx does not follow it for a POST
                     self._send(307, b"", {"Location": "http://127.0.0.1:9/v2/completions"})
                     return

@@ -59,12 +59,18 @@ def test_the_report_lists_wrong_answers_at_the_lowest_phase_and_old_runs_have_no
     result = phasescope.sweep("demo:tiny-s4", step=4, samples=8, offsets=range(8), out=run, log_samples=True)
     page = phasescope.report(run).read_text()
     section = page[page.index("<h2>What the model answered</h2>") :].split("<h2>", 2)[1]
-    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>ids ([\d ]+)</td><td>ids ([\d ]+)</td>", section)
+    cell = r"<td>([^<]*)</td>"
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td>" + cell + r"<td>ids ([\d ]+)</td><td>ids ([\d ]+)</td>" + cell,
+                      section)  # fmt: skip
     assert rows, section
     records = {(r.content_id, r.offset): r for r in result.records}
-    for content, offset, right, answer in rows:
+    for content, offset, prompt, right, answer, chosen in rows:
         record = records[(int(content), int(offset))]
         assert not record.correct and record.answer_ids == [int(t) for t in answer.split()] and right != answer
+        end = (record.answer_pos - (record.align or 0)) % 4
+        phases = f"needle {record.phase}, end {end}, distance {(end - record.phase) % 4}"
+        assert prompt == f"{record.answer_pos:,} tokens; {phases}"
+        assert chosen.startswith("ids ") and "pair@" not in chosen  # the candidate as its ids, not its name
     old = sorted((Path(__file__).parent / "data" / "old_runs").iterdir())[0]
     shutil.copytree(old, tmp_path / "old")
     from phasescope.reporting.answers import answers_section

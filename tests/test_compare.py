@@ -69,7 +69,7 @@ def test_table_holds_each_runs_own_per_phase_accuracy(runs, tmp_path):
     assert rows["verdict"] == ["effect", "effect", "ceiling"]
     s4 = json.loads((runs[0] / "metrics.json").read_text())
     assert rows["gap pp [95%]"][0] == f"{s4['gap_pp']:.1f} [{s4['gap_ci_pp'][0]:.1f}, " + (f"{s4['gap_ci_pp'][1]:.1f}]")
-    assert "full: every record is right" in page  # its caveat is shown
+    assert "at the ceiling or floor: full (ceiling)" in page and "full: every record is right" not in page  # said once
 
 
 def test_figures_exist_and_are_embedded(runs, tmp_path):
@@ -123,6 +123,7 @@ def test_the_console_table_fits_80_columns_and_notes_what_differs(runs):
     notes = run_notes(compared)
     assert any(n.startswith("the runs have different steps (s4: 4, s2: 2, full: 4)") for n in notes)
     assert any("at the ceiling or floor: full (ceiling)" in n for n in notes)
+    assert not any(n.startswith("full: every record is right") for n in notes)  # the ceiling said once
     assert not any("different probes" in n for n in notes)  # all three ran kv-retrieval pad-prefix
     assert "full (ceiling: cannot move)" in [label for label, _, _ in forest_rows(compared)]
 
@@ -193,3 +194,17 @@ def test_a_run_without_spec_json_is_named_not_called_another_task(tmp_path):
     ]
     notes = " ".join(run_notes(runs))
     assert "b has no spec.json (lost or deleted)" in notes and "different probes" not in notes
+
+
+def test_two_designs_of_one_probe_are_not_called_different_tasks(tmp_path):
+    """#59: shift-needle and pad-prefix runs of kv-retrieval were noted as "different tasks, not levels"."""
+    from phasescope.reporting.compare import ComparedRun, run_notes
+
+    runs = []
+    for design in ("shift-needle", "pad-prefix"):
+        out = tmp_path / design
+        phasescope.sweep("src/phasescope/assets/demo/tiny-s4", samples=2, offsets=range(12), design=design, out=out)
+        runs.append(ComparedRun(design, out, phasescope.analyze(out, n_resamples=100)))
+    notes = " ".join(run_notes(runs))
+    assert "different probes" not in notes and "different tasks" not in notes
+    assert "the same probe with different designs (shift-needle: shift-needle, pad-prefix: pad-prefix)" in notes

@@ -374,3 +374,42 @@ def test_a_long_rate_limit_wait_is_said_not_silent(served, monkeypatch, capsys):
     assert answer["choices"] and slept == [150.0]
     said = capsys.readouterr().err
     assert "HTTP 429 (rate limited), Retry-After 150 s; waiting 150 s before trying again (content 0)" in said
+
+
+def test_an_address_without_v1_gets_the_fix_and_a_failed_first_try_leaves_nothing_in_the_way(served, tmp_path):
+    """A URL without /v1 failed with "HTTP 404 ... rerun the same command" and no hint, and after the fix
+    the run directory the failed try had made, holding no record, was refused as swept with another model."""
+    server, directory = served
+    bare = server.url.removesuffix("/v1")
+    server.faults = ["404"]
+    try:
+        with pytest.raises(InputError) as err:
+            phasescope.sweep(f"openai:{bare}#tiny", step=4, samples=1, out=tmp_path / "r",
+                             options=options(directory, concurrency=1))  # fmt: skip
+    finally:
+        server.faults = []
+    assert "HTTP 404" in str(err.value) and f"try --model openai:{bare}/v1#tiny" in str(err.value)
+    assert not (tmp_path / "r" / "records.jsonl").exists() or not (tmp_path / "r" / "records.jsonl").read_text()
+    fixed = phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, out=tmp_path / "r",
+                             options=options(directory, concurrency=1))  # fmt: skip
+    assert len(fixed.records) == 24
+    with pytest.raises(InputError, match="address changed"):  # once scored, another address is refused
+        phasescope.sweep(f"openai:{bare}#tiny", step=4, samples=1, out=tmp_path / "r",
+                         options=options(directory, concurrency=1))  # fmt: skip
+
+
+def test_a_refused_connection_before_any_answer_fails_at_once_naming_the_fix(served, tmp_path):
+    """A refused connection gave 80 s of retries behind a frozen bar: before the server has answered
+    once, nothing is listening, and retrying will not change that."""
+    import socket
+
+    server, directory = served
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(InputError, match=r"nothing answers there .*is the server running"):
+        options = ServedOptions(tokenizer=str(directory), retries=5, backoff=5.0, concurrency=1)
+        url = f"openai:http://127.0.0.1:{port}/v1#tiny"
+        phasescope.sweep(url, step=4, samples=1, out=tmp_path / "r", options=options)
+    assert time.monotonic() - start < 20

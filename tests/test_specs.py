@@ -213,3 +213,14 @@ def test_a_run_whose_probe_description_lacks_a_parameter_added_since_resumes(tmp
     (run / "spec.json").write_text(json.dumps(spec))
     with pytest.raises(InputError, match=r"holds a different sweep .*kv_gaps: \[0\] in the run, \[0, 1\] now"):
         phasescope.sweep(model, kv_gaps=(0, 1), **common)
+
+
+def test_a_served_models_geometry_says_the_server_does_not_declare_it():
+    """'labels only: the model is not compressed' was printed for a served model given --step 4 --local 8
+    (#59): a server does not say how it compresses its cache; a model without compression is another case."""
+    from phasescope.specs import SERVED, Geometry, GeometryOverrides, ModelGeometry
+
+    served = Geometry.resolve(ModelGeometry(source=SERVED), GeometryOverrides(step=4, local=8)).describe()
+    assert "a served model does not say how it compresses its cache" in served and "not compressed" not in served
+    plain = Geometry.resolve(ModelGeometry(), GeometryOverrides(step=4)).describe()
+    assert "labels only: the model is not compressed" in plain

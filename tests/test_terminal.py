@@ -1,6 +1,7 @@
 """What `phasescope analyze` prints, read as a person reads it at 80 columns: the verdict first,
 a per-phase table whose intervals stay on one line, where metrics.json went."""
 
+import io
 import json
 import re
 
@@ -119,3 +120,25 @@ def test_a_candidate_table_wider_than_80_columns_is_one_line_per_candidate_with_
         assert ("one line per candidate" in text) == long
         assert text.count("P(pair+1) [95%]") == (4 if long else 1)  # each phase's line, or the header
         assert all("e-06 [" in line and line.rstrip().endswith("]") for line in text.splitlines() if "e-06 [" in line)
+
+
+def test_the_scoring_bar_fits_80_columns_at_any_rate():
+    """Bars faster than 100 records/s wrapped at 80 columns (#59): the bar takes what the line leaves and
+    the rate is at most five characters."""
+    import time
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from phasescope.run.progress import rate_text, scoring_columns
+
+    assert [rate_text(v) for v in (15.04, 123.4, 9999.0, 12345.0, 123456.0)] == ["15.0", "123", "9999", "12.3k", "123k"]
+    console = Console(width=80, record=True, file=io.StringIO())
+    bar = Progress(*scoring_columns(), console=console)
+    task = bar.add_task("records", total=12288, completed=0, resumed_from=0)
+    for done in (2000, 4000, 6000):
+        bar.update(task, completed=done)
+        time.sleep(0.02)  # a rate of about 100,000 records/s
+    console.print(bar.make_tasks_table(bar.tasks))
+    lines = console.export_text().splitlines()
+    assert len(lines) == 1 and "6000/12288 records" in lines[0] and "rec/s" in lines[0] and "left" in lines[0], lines

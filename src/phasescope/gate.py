@@ -99,7 +99,11 @@ def decide(paired: dict, thresholds: Thresholds, protocol: dict | None = None, r
         )
     p = paired.get("p_value", 1.0)
     checks.append(
-        _check("departures", p >= thresholds.alpha, f"departure tests: p = {p:.3g} (fails below {thresholds.alpha:g})")
+        _check(
+            "departures",
+            p >= thresholds.alpha,
+            f"departure tests: smallest p = {p:.3g}, Holm-adjusted (fails below {thresholds.alpha:g})",
+        )
     )
     if protocol is not None:
         faults = sum(v["records"] for v in protocol.values())

@@ -303,6 +303,9 @@ def parse_shard(value) -> tuple[int, int]:
     return i, n
 
 
+SERVED = "a server"  # ModelGeometry.source of a served model: its compression is the server's, unknown here
+
+
 @dataclass(frozen=True)
 class ModelGeometry:
     """What a loaded model declares about its compression (all None: not compressed)."""
@@ -358,7 +361,11 @@ class Geometry:
             )
         window = asked.window or asked.step
         local = asked.local if asked.local is not None else model.local
-        source = "labels only: the model is not compressed, phases are counted mod --step"
+        source = (
+            "labels only: a served model does not say how it compresses its cache, phases are counted mod --step"
+            if model.source == SERVED
+            else "labels only: the model is not compressed, phases are counted mod --step"
+        )
         return cls(asked.step, window, asked.align or 0, local, source)._checked()
 
     def _checked(self) -> Geometry:

@@ -50,6 +50,7 @@ from phasescope.backends.vllm_protocol import (
 )
 from phasescope.errors import InputError
 from phasescope.probes.base import ProbeItem
+from phasescope.specs import SERVED, ModelGeometry
 
 PREFIX = "openai:"
 SUMMARY = "an OpenAI-compatible completions server (vLLM), prompts sent as token ids; needs --tokenizer"
@@ -409,5 +410,6 @@ def load(spec: str, options: Options) -> ServedModel:
         description=f"openai:{url}#{model}",
         tokenizer=tokenizer,
         bos_id=tokenizer.bos_token_id,
+        geometry=ModelGeometry(source=SERVED),  # a server does not say how it compresses its cache
     )
     return ServedModel(url, model, options, info)

@@ -49,6 +49,7 @@ class Transport:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(headers=headers, timeout=timeout)
         self.say = say or _to_stderr  # a long wait is said, so a quiet run (--no-progress) is not taken for a hang
+        self.answered = False  # the server has answered once: a refused connection after that is worth retrying
 
     def get(self, url: str) -> dict:
         """GET ``url``'s JSON object, {} when the server does not answer with one (never an error:
@@ -73,6 +74,12 @@ class Transport:
                 time.sleep(pause)
             status, text, retry_after, location = self._send(path, body)
             wait = 0.0
+            if status is None and text.startswith("ConnectError") and not self.answered:
+                raise InputError(
+                    f"{self.url}: nothing answers there ({text}; {where}): is the server running, and are its host "
+                    "and port the ones in --model? Start it (e.g. `vllm serve MODEL --port 8000`) and rerun"
+                )
+            self.answered = self.answered or status is not None
             if status is None or status >= 500:
                 last = text if status is None else f"HTTP {status}: {text[:200]}"
                 continue
@@ -89,8 +96,8 @@ class Transport:
                 raise InputError(self._redirected(status, location, where))
             if status >= 400:
                 raise InputError(
-                    f"{self.url}: the server refused the request (HTTP {status}; {where}): {text[:300]}. {KEPT} once "
-                    "it is fixed"
+                    f"{self.url}: the server refused the request (HTTP {status}; {where}): {text[:300]}."
+                    f"{self._hint(status)} {KEPT} once it is fixed"
                 )
             try:
                 return json.loads(text, object_pairs_hook=_no_duplicates)
@@ -99,6 +106,17 @@ class Transport:
             except ValueError:
                 last = f"unreadable JSON: {text[:100]!r}"
         raise InputError(f"{self.url}: no answer after {self.retries + 1} tries ({where}; last: {last}). {KEPT}")
+
+    def _hint(self, status: int) -> str:
+        """What a 404 most often means: the address lacks the API's /v1 (OpenAI-compatible servers,
+        vLLM's among them, answer under it)."""
+        if status != 404 or self.url.endswith("/v1"):
+            return ""
+        return (
+            f" OpenAI-compatible servers answer under /v1: try --model openai:{self.url}/v1#{self.model}"
+            if self.model
+            else f" OpenAI-compatible servers answer under /v1: try {self.url}/v1"
+        )
 
     def _redirected(self, status: int, location: str | None, where: str) -> str:
         """A redirect is not followed (a POST's body is not resent to a place the user did not name):

@@ -99,9 +99,45 @@ def load_tasks(names: list[str], include_path: str | None) -> dict:
         )
     try:
         with quiet_bars():
-            return manager.load(names)["tasks"]
+            return manager.load([_with_local_files(manager, name) for name in names])["tasks"]
     except Exception as err:  # a task lm-eval cannot build (its dataset, its YAML): say so, no traceback
         raise ProbeError(f"lm-eval could not build {names}: {type(err).__name__}: {err}") from None
+
+
+def _with_local_files(manager, name: str):
+    """The task's name, or its whole config with its local ``data_files`` found beside its YAML.
+    datasets reads a relative ``data_files`` path from the working directory, so a task YAML that
+    names its own data failed from any other directory; a path missing there is read beside the YAML
+    or from the nearest folder above it that holds it (a path that exists from the working directory
+    is left as lm-eval reads it)."""
+    entry = manager.task_index.get(name)
+    yaml_path = getattr(entry, "yaml_path", None)
+    if yaml_path is None or getattr(getattr(entry, "kind", None), "name", "") != "TASK":
+        return name
+    from lm_eval.tasks._yaml_loader import load_yaml  # lm-eval 0.4.13 (pinned by the extra)
+
+    config = load_yaml(yaml_path, resolve_func=True)
+    kwargs = dict(config.get("dataset_kwargs") or {})
+    files = kwargs.get("data_files")
+    found = _beside(files, Path(yaml_path).parent)
+    if found == files:
+        return name
+    return {**config, "dataset_kwargs": kwargs | {"data_files": found}}
+
+
+def _beside(files, directory: Path):
+    """``data_files`` (a path, a list, or a split -> path(s) dict) with each relative path that does
+    not exist from the working directory but does beside the YAML (or above it) made absolute."""
+    if isinstance(files, dict):
+        return {split: _beside(paths, directory) for split, paths in files.items()}
+    if isinstance(files, list):
+        return [_beside(path, directory) for path in files]
+    if not isinstance(files, str) or "://" in files or Path(files).is_absolute() or Path(files).exists():
+        return files
+    for folder in (directory, *directory.parents):  # beside the YAML, or from a folder above it (a repository's root)
+        if (folder / files).exists():
+            return str((folder / files).resolve())
+    return files
 
 
 @contextlib.contextmanager

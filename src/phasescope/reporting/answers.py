@@ -36,25 +36,45 @@ def answers_section(run_dir, metrics: Metrics) -> str:
         f"{head} ({min(len(wrong), SHOWN)} of {len(wrong)}): the model's answer is what greedy decoding gives, "
         "read along the right answer up to the first token that differs; <i>chosen</i> is the candidate with the "
         "highest log-prob (what multiple choice picks). Run the sweep with --log-samples to see the prompts "
-        "(samples.jsonl).</p><table><tr><th>content</th><th>offset</th><th>right answer</th><th>model's answer</th>"
-        f"<th>chosen</th><th>log p (right)</th></tr>{rows}</table>"
+        "(samples.jsonl). <i>Prompt</i>: its length in tokens and the phases of the needle, the prompt end and "
+        "their distance.</p><table><tr><th>content</th><th>offset</th><th>prompt</th><th>right answer</th>"
+        f"<th>model's answer</th><th>chosen</th><th>log p (right)</th></tr>{rows}</table>"
     )
 
 
 def _row(record: Record, sample: dict | None) -> str:
     sample = sample or {}
-    text = (
-        record.target_text
-        if record.target_text is not None
-        else (sample.get("candidate_texts") or {}).get(record.target)
-    )
-    ids = (sample.get("candidates") or {}).get(record.target)
-    right = repr(text) if text is not None else _ids(ids) if ids else record.target
+    texts = dict(sample.get("candidate_texts") or {})
+    if record.target_text is not None:
+        texts[record.target] = record.target_text
+    right = _candidate(record.target, texts, sample)
     answer = repr(record.answer_text) if record.answer_text is not None else _ids(record.answer_ids)
     scored = {name: v for name, v in record.logprobs.items() if v is not None}
-    chosen = max(scored, key=scored.get) if scored else ""
-    cells = [str(record.content_id), str(record.offset), right, answer, chosen, f"{record.logprob_target:.3f}"]
+    chosen = max(scored, key=scored.get) if scored else None
+    picked = "" if chosen is None else _candidate(chosen, texts, sample)
+    if chosen is not None and chosen == record.target:
+        picked += " (the right one, by log-prob)"  # a generation run can pick it and still answer wrong
+    cells = [str(record.content_id), str(record.offset), _prompt(record), right, answer, picked,
+             f"{record.logprob_target:.3f}"]  # fmt: skip
     return "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
+
+
+def _candidate(name: str, texts: dict, sample: dict) -> str:
+    """A candidate as text where the run kept it, else its token ids, else its name said as one."""
+    if texts.get(name) is not None:
+        return repr(texts[name])
+    ids = (sample.get("candidates") or {}).get(name)
+    return _ids(ids) if ids else f"candidate {name!r} (its text: --log-samples)"
+
+
+def _prompt(record: Record) -> str:
+    """'221 tokens; needle 0, end 1, distance 1' (phases mod the step), as far as the record says."""
+    if record.answer_pos is None:
+        return f"needle phase {record.phase}"
+    align = record.align or 0
+    end = (record.answer_pos - align) % record.step
+    distance = (end - record.phase) % record.step
+    return f"{record.answer_pos:,} tokens; needle {record.phase}, end {end}, distance {distance}"
 
 
 def _ids(ids: list[int]) -> str:

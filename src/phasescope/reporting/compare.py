@@ -151,7 +151,10 @@ def run_notes(runs: list[ComparedRun]) -> list[str]:
     """What differs between the runs and would mislead a side-by-side reading (probes, steps,
     bootstrap counts), then each run's caveats (too few contents, every record right ...)."""
     notes = mixed_notes(runs)
-    notes += [f"{run.label}: {run.metrics.inference_note}" for run in runs if run.metrics.inference_note]
+    # a run at the ceiling or floor is said once, by mixed_notes: its own note says the same
+    notes += [
+        f"{run.label}: {note}" for run in runs if (note := run.metrics.inference_note) and not _bounded(run.metrics)
+    ]
     return notes
 
 
@@ -164,10 +167,18 @@ def mixed_notes(runs: list[ComparedRun]) -> list[str]:
             "and its options cannot be read, so the runs cannot be shown to be one task; restore it (manifest.json "
             "holds the command that made it)"
         )
-    probes = {run.label: probe_label(run) for run in runs if run.label not in lacking}
+    specs = {run.label: RunDir(run.run_dir).read_sweep() for run in runs if run.label not in lacking}
+    probes = {label: spec.probe_name or "unknown probe" for label, spec in specs.items()}
+    designs = {label: spec.design for label, spec in specs.items()}
     if len(set(probes.values())) > 1:
-        named = ", ".join(f"{label}: {probe}" for label, probe in probes.items())
+        named = ", ".join(f"{label}: {probe_label(run)}" for run in runs if (label := run.label) in specs)
         notes.append(f"the runs use different probes ({named}): their accuracies are different tasks, not levels")
+    elif len(set(designs.values())) > 1:  # one task placed two ways: its levels compare, its phases mean other things
+        named = ", ".join(f"{label}: {design or 'no design'}" for label, design in designs.items())
+        notes.append(
+            f"the runs place the same probe with different designs ({named}): one task, so their accuracies compare, "
+            "but each design moves other tokens with the offset, so their phase effects measure different placements"
+        )
     steps = {run.label: run.metrics.step for run in runs}
     if len(set(steps.values())) > 1:
         named = ", ".join(f"{label}: {step}" for label, step in steps.items())
@@ -182,7 +193,7 @@ def mixed_notes(runs: list[ComparedRun]) -> list[str]:
     if bounded:
         notes.append(
             f"at the ceiling or floor: {', '.join(bounded)}; accuracy cannot move there, so its gap is not a null "
-            "result (read the log-prob margin in the run's own analyze/report)"
+            "result (its verdict reads the log-prob margin instead)"
         )
     return notes
 

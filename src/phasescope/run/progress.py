@@ -24,15 +24,23 @@ def checking_bar(enabled: bool, contents: int):
 
 def rate_column():
     from rich.progress import ProgressColumn
+    from rich.table import Column
     from rich.text import Text
 
     class RateColumn(ProgressColumn):
         """Records scored per second (rich's own speed column counts bytes)."""
 
         def render(self, task) -> Text:
-            return Text("" if task.speed is None else f"{task.speed:.1f} rec/s")
+            return Text("" if task.speed is None else f"{rate_text(task.speed)} rec/s")
 
-    return RateColumn()
+    return RateColumn(table_column=Column(no_wrap=True))
+
+
+def rate_text(speed: float) -> str:
+    """A rate in at most five characters (the line must fit 80 columns): 15.0, 123, 12.3k."""
+    if speed >= 10_000:
+        return f"{speed / 1000:.0f}k" if speed >= 100_000 else f"{speed / 1000:.1f}k"
+    return f"{speed:.0f}" if speed >= 100 else f"{speed:.1f}"
 
 
 def eta_column():
@@ -53,30 +61,36 @@ def eta_column():
     return EtaColumn()
 
 
+def scoring_columns() -> list:
+    """The scoring bar's columns: 'sweep [bar] 320/320 records 100% 15.0 rec/s 0:00:22 elapsed,
+    0:00:00 left'. The bar takes what the terminal leaves (at most 40 cells), so the line fits 80
+    columns at any rate and count instead of wrapping."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Column
+
+    def whole() -> Column:  # a column that is never cut: the bar gives way instead
+        return Column(no_wrap=True, overflow="ignore")
+
+    return [
+        TextColumn("sweep", table_column=whole()),
+        BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
+        MofNCompleteColumn(table_column=whole()),
+        TextColumn("records", table_column=whole()),
+        TaskProgressColumn(table_column=whole()),
+        rate_column(),
+        TimeElapsedColumn(table_column=whole()),
+        TextColumn("elapsed,", table_column=whole()),
+        eta_column(),
+        TextColumn("left", table_column=whole()),
+    ]
+
+
 def scoring_bar(enabled: bool, total: int, completed: int):
     if not enabled:
         return None
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import Progress
 
-    bar = Progress(
-        TextColumn("sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("records"),
-        TaskProgressColumn(),
-        rate_column(),
-        TimeElapsedColumn(),
-        TextColumn("elapsed,"),
-        eta_column(),
-        TextColumn("left"),
-    )
+    bar = Progress(*scoring_columns())
     bar.add_task("records", total=total, completed=completed, resumed_from=completed)  # not counted in the rate
     bar.start()
     return bar

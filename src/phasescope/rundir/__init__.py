@@ -244,6 +244,12 @@ class RunDir:
                 f"{manifest_path} records no weights fingerprint, so its records cannot be checked to come from this "
                 f"model; resuming could mix two models' records; {fix}"
             )
+        scored = self.records.exists() and self.records.stat().st_size > 0
+        if saved and fingerprint and saved != fingerprint and not scored and make_manifest is not None:
+            # nothing was scored (a first try that failed, e.g. a wrong URL): no records to mix, so the
+            # sweep starts afresh with this model's manifest
+            atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
+            return
         if saved and fingerprint and saved != fingerprint:
             moved = _moved_server(saved, fingerprint)
             if moved and adopt and make_manifest is not None:  # the user vouches: the same server at a new address
