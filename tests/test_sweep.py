@@ -138,7 +138,10 @@ def test_cli_sweep_analyze_report_on_a_trained_checkpoint(tmp_path):
     result = runner.invoke(app, ["report", run])
     assert result.exit_code == 0
     page = (tmp_path / "run" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 4 and "phasescope sweep" in page
+    # four figures by the needle's phase, and the effect by each factor's phase (the prompt end held:
+    # compared between contents)
+    assert page.count("data:image/png;base64,") == 5 and "phasescope sweep" in page
+    assert 'alt="factor_effects.png"' in page
     bad = runner.invoke(app, ["sweep", "--model", str(tmp_path), "--out", run], env={"COLUMNS": "300"})
     assert bad.exit_code == 2 and "not a phasescope model directory" in bad.output
 

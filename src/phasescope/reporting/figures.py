@@ -249,9 +249,14 @@ def margin_by_phase(metrics: Metrics, path: Path) -> None:
     else:
         rows = [(r.phase, r.mean_margin, None) for r in metrics.phases if r.mean_margin is not None]
         outcome = "margin"
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    if not rows:  # no record carries a log-prob (answers read as text only): say so, not an empty axis
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "log-prob margin not drawn: no record carries log-probs", ha="center", fontsize=8)
+        _save(fig, path)
+        return
     means = np.array([mean for _, mean, _ in rows])
     err = None if any(ci is None for *_, ci in rows) else _interval_errors(means, [ci for *_, ci in rows])
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
     label = "mean, 95% CI by content" if err is not None else "mean (no interval)"
     handles = _phase_bars(ax, metrics, [phase for phase, *_ in rows], means, err, label)
     if outcome == "margin":

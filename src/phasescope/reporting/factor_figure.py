@@ -1,0 +1,82 @@
+"""The effect by each factor's phase (issue #59 item 1): one panel per factor test the design made
+(the needle's, the prompt end's, the distance's phase; ``metrics.factors``), its effect per
+residue at the period the test named, with the effect's 95% interval. A stack whose verdict reads
+"prompt length ≡ 3 mod 4: −100 pp" gets a figure that shows it, where the figures by the needle's
+phase stay flat. The factor the verdict claims is drawn first, its worst residue in ``WORST``;
+a factor not claimed is drawn in ``OTHER`` only (its lowest residue is not a worst one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from phasescope.analysis.pvalue import p_text
+from phasescope.phases import FACTORS
+from phasescope.reporting.figures import NEUTRAL, OTHER, WORST, _save
+from phasescope.rundir.metrics import Metrics
+
+FIGURE = "factor_effects.png"
+
+
+def factor_tests(metrics: Metrics) -> list[dict]:
+    """The factor tests with effects per residue, the claimed ones first (the verdict's order)."""
+    tests = [t for t in (metrics.factors or {}).get("tests", []) if _drawable(t)]
+    claimed = set(metrics.verdict.claims)
+    return sorted(tests, key=lambda t: f"factor:{t['name']}" not in claimed)
+
+
+def _drawable(test: dict) -> bool:
+    rows = test.get("phases") or []
+    return bool(rows) and all(row.get("effect_pp") is not None for row in rows)
+
+
+def factor_effects(metrics: Metrics, path: Path) -> bool:
+    """Draw the panels into ``path``; False (nothing written) when the run has no factor tests."""
+    tests = factor_tests(metrics)
+    if not tests:
+        return False
+    claimed = set(metrics.verdict.claims)
+    fig, axes = plt.subplots(1, len(tests), figsize=(3.2 * len(tests) + 0.6, 3.2), squeeze=False, sharey=True)
+    for ax, test in zip(axes[0], tests, strict=True):
+        align = (metrics.factors or {}).get("align", 0)
+        _panel(ax, test, metrics.step, f"factor:{test['name']}" in claimed, align)
+    axes[0][0].set_ylabel("effect (pp) vs the mean of all residues")
+    fig.suptitle("the effect by each factor's phase (claimed factor first; bars: 95% CI)", fontsize=9)
+    _save(fig, path)
+    return True
+
+
+def _panel(ax, test: dict, step: int, claimed: bool, align: int) -> None:
+    rows = test["phases"]
+    residues = [row["phase"] for row in rows]
+    effect = np.array([row["effect_pp"] for row in rows])
+    ci = [row.get("effect_ci_pp") for row in rows]
+    err = None
+    if all(c is not None for c in ci):
+        err = np.abs(np.array([[c[0] for c in ci], [c[1] for c in ci]]) - effect)
+    colors = [WORST if claimed and r == test.get("worst_phase") else OTHER for r in residues]
+    ax.bar(residues, effect, yerr=err, color=colors, alpha=0.6, capsize=3)
+    ax.axhline(0, color=NEUTRAL, lw=0.8)
+    if claimed and test.get("worst_phase") in residues:  # the verdict's number, named as the verdict names it
+        i = residues.index(test["worst_phase"])
+        versus = effect[i] * len(effect) / (len(effect) - 1)  # effects sum to 0: worst minus the others' mean
+        ax.annotate(f"{versus:+.1f} pp vs\nthe other phases", (residues[i], effect[i]), fontsize=7,
+                    ha="center", va="top" if effect[i] > 0 else "bottom", xytext=(0, -4 if effect[i] > 0 else 4),
+                    textcoords="offset points")  # fmt: skip
+    ax.set_xticks(residues)
+    members = test.get("members") or []
+    factor = FACTORS[members[0]] if len(members) == 1 else None  # a group: factors this design moves together
+    period = test.get("period") or step
+    what = " or ".join(FACTORS[m].short for m in members) if members else test["name"]
+    if factor is not None and factor.name == "end":
+        ax.set_xticks(residues, [str((r + align) % period) for r in residues])
+        ax.set_xlabel(f"prompt length mod {period}", fontsize=8)
+    else:
+        ax.set_xlabel(f"{what} phase mod {period}", fontsize=8)
+    between = ", between contents" if test.get("kind") == "between" else ""
+    status = "claimed" if claimed else "not claimed"
+    p = test.get("p_value")  # raw, as the verdict's sentence gives it; "claimed" is after the adjustment
+    ax.set_title(f"{what}{between}: {status}" + (f" ({p_text(p)})" if p is not None else ""), fontsize=8)
