@@ -272,17 +272,22 @@ def test_generation_answers_agree_with_teacher_forcing_on_a_healthy_server(serve
         assert b.request_lengths == ([length, length + 1] if path == "per-candidate" else [length])
 
 
-def test_a_redirect_names_where_the_server_points_and_what_to_pass(served, tmp_path):
-    """A 307 used to read "unreadable JSON: ''" three times over (#44 part 6)."""
+def refused_once(served, fault: str, url: str, out) -> InputError:
+    """The InputError a one-sample sweep of ``url`` raises while the server answers ``fault``."""
     server, directory = served
-    server.faults = ["307"]
+    server.faults = [fault]
     try:
         with pytest.raises(InputError) as err:
-            phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, out=tmp_path / "r",
-                             options=options(directory, concurrency=1))  # fmt: skip
+            sweep_options = options(directory, concurrency=1)
+            phasescope.sweep(f"openai:{url}#tiny", step=4, samples=1, out=out, options=sweep_options)
     finally:
         server.faults = []
-    message = str(err.value)
+    return err.value
+
+
+def test_a_redirect_names_where_the_server_points_and_what_to_pass(served, tmp_path):
+    """A 307 used to read "unreadable JSON: ''" three times over (#44 part 6)."""
+    message = str(refused_once(served, "307", served[0].url, tmp_path / "r"))
     assert "HTTP 307, a redirect to http://127.0.0.1:9/v2/completions" in message
     assert "pass the address it points to, openai:http://127.0.0.1:9/v2#tiny" in message and "unreadable" not in message
 
@@ -381,14 +386,8 @@ def test_an_address_without_v1_gets_the_fix_and_a_failed_first_try_leaves_nothin
     the run directory the failed try had made, holding no record, was refused as swept with another model."""
     server, directory = served
     bare = server.url.removesuffix("/v1")
-    server.faults = ["404"]
-    try:
-        with pytest.raises(InputError) as err:
-            phasescope.sweep(f"openai:{bare}#tiny", step=4, samples=1, out=tmp_path / "r",
-                             options=options(directory, concurrency=1))  # fmt: skip
-    finally:
-        server.faults = []
-    assert "HTTP 404" in str(err.value) and f"try --model openai:{bare}/v1#tiny" in str(err.value)
+    message = str(refused_once(served, "404", bare, tmp_path / "r"))
+    assert "HTTP 404" in message and f"try --model openai:{bare}/v1#tiny" in message
     assert not (tmp_path / "r" / "records.jsonl").exists() or not (tmp_path / "r" / "records.jsonl").read_text()
     fixed = phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, out=tmp_path / "r",
                              options=options(directory, concurrency=1))  # fmt: skip

@@ -114,7 +114,7 @@ def run_demo(out: Path, retrain: bool, samples: int, console: Console) -> dict[s
 def summary(name: str, m: dict, report: Path) -> str:
     """The verdict per model, its phase dependence and its report (the full wording is in
     `phasescope analyze` and the report)."""
-    pad = " " * (len(name) + 2)
+    pad = "  "  # under the verdict, left-aligned: indented by the name's width it read as centred text
     lines = [f"[bold]{name}[/]: {m.verdict.sentence}"]
     if dependence := dependence_short(m):
         lines.append(pad + dependence.removeprefix("; "))

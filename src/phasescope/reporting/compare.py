@@ -138,7 +138,8 @@ def rich_table(runs: list[ComparedRun]):
     from rich.table import Table
 
     head, rows = comparison_table(runs, compact=True)
-    table = Table(title="phasescope compare", caption=CAPTION, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(title="phasescope compare", caption=CAPTION, caption_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False)  # fmt: skip
     table.add_column(head[0], no_wrap=True)
     for col in head[1:]:
         table.add_column(col, justify="right", no_wrap=True)

@@ -52,6 +52,7 @@ def phase_table(metrics: Metrics, title: str) -> Table:
         pad_edge=False,
         collapse_padding=True,
         caption=_caption(),
+        caption_justify="left",  # a paragraph, read as one: centred lines of a wrapped caption read as a poem
     )
     for col in ("phase", "n", "accuracy [95%]", "adj.", "effect pp [95%]", f"{outcome} [95%]"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -115,7 +116,7 @@ def fitting_table(title: str, head: list[str], rows: list[list[str]], keys: int,
             table.add_row(*row)
         return table
     table = Table(title=title, caption=f"wider than {width} columns: one line per {what}",
-                  box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+                  caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
     for column in [*head[:keys], what]:
         table.add_column(column, justify="left", overflow="fold")
     table.add_column("value [95%]", justify="right", no_wrap=True)
