@@ -106,6 +106,10 @@ class FakeVLLM:
                 if fault == "404":  # vLLM's answer to a path it does not serve (an address without /v1)
                     self._send(404, b'{"detail":"Not Found"}')
                     return
+                if fault == "unknown-model":  # vLLM's answer to a model name it does not serve
+                    message = f"The model `{body.get('model')}` does not exist."
+                    self._send(404, json.dumps({"object": "error", "message": message, "code": 404}).encode())
+                    return
                 if fault == "307":  # a proxy moving the API: httpx does not follow it for a POST
                     self._send(307, b"", {"Location": "http://127.0.0.1:9/v2/completions"})
                     return

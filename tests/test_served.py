@@ -272,14 +272,14 @@ def test_generation_answers_agree_with_teacher_forcing_on_a_healthy_server(serve
         assert b.request_lengths == ([length, length + 1] if path == "per-candidate" else [length])
 
 
-def refused_once(served, fault: str, url: str, out) -> InputError:
+def refused_once(served, fault: str, url: str, out, model: str = "tiny") -> InputError:
     """The InputError a one-sample sweep of ``url`` raises while the server answers ``fault``."""
     server, directory = served
     server.faults = [fault]
     try:
         with pytest.raises(InputError) as err:
             sweep_options = options(directory, concurrency=1)
-            phasescope.sweep(f"openai:{url}#tiny", step=4, samples=1, out=out, options=sweep_options)
+            phasescope.sweep(f"openai:{url}#{model}", step=4, samples=1, out=out, options=sweep_options)
     finally:
         server.faults = []
     return err.value
@@ -412,3 +412,12 @@ def test_a_refused_connection_before_any_answer_fails_at_once_naming_the_fix(ser
         url = f"openai:http://127.0.0.1:{port}/v1#tiny"
         phasescope.sweep(url, step=4, samples=1, out=tmp_path / "r", options=options)
     assert time.monotonic() - start < 20
+
+
+def test_a_model_name_the_server_does_not_serve_gets_the_names_it_does(served, tmp_path):
+    """#59 item 9: a wrong model name under /v1 read "HTTP 404 ... does not exist" with no way on;
+    the server's GET /v1/models names what it serves, and the error passes that on."""
+    server = served[0]
+    message = str(refused_once(served, "unknown-model", server.url, tmp_path / "r", model="tinyy"))
+    assert "HTTP 404" in message and "The model `tinyy` does not exist" in message
+    assert f"The server serves tiny: try --model openai:{server.url}#tiny" in message

@@ -109,9 +109,16 @@ class Transport:
 
     def _hint(self, status: int) -> str:
         """What a 404 most often means: the address lacks the API's /v1 (OpenAI-compatible servers,
-        vLLM's among them, answer under it)."""
-        if status != 404 or self.url.endswith("/v1"):
+        vLLM's among them, answer under it), or, under /v1, a model name the server does not serve
+        (its GET /v1/models names the ones it does)."""
+        if status != 404:
             return ""
+        if self.url.endswith("/v1"):
+            served = [m.get("id") for m in self.get(f"{self.url}/models").get("data") or [] if isinstance(m, dict)]
+            served = [name for name in served if isinstance(name, str)]
+            if not served or self.model in served:
+                return ""
+            return f" The server serves {', '.join(served)}: try --model openai:{self.url}#{served[0]}"
         return (
             f" OpenAI-compatible servers answer under /v1: try --model openai:{self.url}/v1#{self.model}"
             if self.model
