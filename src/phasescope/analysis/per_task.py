@@ -61,7 +61,6 @@ def shared_alpha(analyses: dict[str, dict], what: str) -> None:
     """Re-read each analysis' verdict with Holm's adjustment over the tests of all of them (in place):
     each analysis has an equal share of alpha, divided among its tests as its own verdict divides it."""
     from phasescope.analysis.verdict import holm, verdict, verdict_tests, verdict_weights
-    from phasescope.phases import lengths_words
 
     tests = {(name, test): p for name, m in analyses.items() for test, p in verdict_tests(m).items()}
     weights = {}
@@ -72,10 +71,7 @@ def shared_alpha(analyses: dict[str, dict], what: str) -> None:
     words = f"the {len(adjusted)} tests of the {len(analyses)} {what}s' verdicts"
     for name, m in analyses.items():
         mine = {test: p for (owner, test), p in adjusted.items() if owner == name}
-        v = verdict(m, family={"adjusted_p": mine, "words": words})
-        if (lengths := m.get("lengths")) and v["sentence"]:  # as analyze_arrays ends every verdict
-            v["sentence"] += f"; {lengths_words(lengths['min'], lengths['max'], lengths['bands'])}"
-        m["verdict"] = v
+        m["verdict"] = verdict(m, family={"adjusted_p": mine, "words": words})
 
 
 def _judged_by(records: list[Record]) -> str:

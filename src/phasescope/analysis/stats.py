@@ -31,7 +31,7 @@ from phasescope.analysis.records import RecordArrays, bands_of
 from phasescope.analysis.trend import select_trend
 from phasescope.analysis.verdict import verdict
 from phasescope.analysis.windows import window_contrast
-from phasescope.phases import lengths_words, longest_period
+from phasescope.phases import longest_period
 from phasescope.rundir.records import as_records
 
 MODEL = (
@@ -263,13 +263,11 @@ def analyze_arrays(
             shape,
         ),
     }
+    if records.answer_pos is not None:  # every verdict says the prompt lengths it was measured at
+        low, high = int(records.answer_pos.min()), int(records.answer_pos.max())
+        metrics["lengths"] = {"min": low, "max": high, "bands": list(bands or [])}
     metrics["verdict"] = verdict(metrics)
     metrics["period"] = named_period(metrics["period"], metrics["verdict"])
     if metrics.get("log_score") and metrics["verdict"]["outcome"] != "accuracy":
         metrics["log_score"]["period"] = named_period(metrics["log_score"]["period"], metrics["verdict"])
-    if records.answer_pos is not None:  # every verdict says the prompt lengths it was measured at
-        low, high = int(records.answer_pos.min()), int(records.answer_pos.max())
-        metrics["lengths"] = {"min": low, "max": high, "bands": list(bands or [])}
-        if metrics["verdict"]["sentence"]:
-            metrics["verdict"]["sentence"] += f"; {lengths_words(low, high, bands)}"
     return metrics

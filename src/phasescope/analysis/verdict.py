@@ -33,6 +33,7 @@ import math
 from phasescope.analysis.factors import design_words, reading
 from phasescope.analysis.offset_effects import MIN_CONTENTS
 from phasescope.analysis.pvalue import p_cell, p_text
+from phasescope.phases import lengths_words
 
 ALPHA = 0.05
 MIN_VARYING = MIN_CONTENTS  # contents whose answers change with the offset that accuracy's tests need
@@ -72,9 +73,11 @@ def verdict_weights(m: dict) -> dict[str, float]:
 def verdict(m: dict, family: dict | None = None) -> dict:
     """metrics.json's ``verdict`` from the rest of ``m`` (``analyze_arrays``' output). ``family``:
     the adjusted p-values of this verdict's tests when they share alpha with other verdicts' (each
-    task of a run of several, ``per_task``), and how to say so; None: Holm over its own tests."""
+    task of a run of several, ``per_task``), and how to say so; None: Holm over its own tests.
+    Every sentence ends with the prompt lengths it was measured at (``m["lengths"]``, when known)."""
     v = _log_score_verdict(m, bound, family) if (bound := _log_score_bound(m)) else _accuracy_verdict(m, family)
-    v["tested_p"] = verdict_tests(m)
+    if (lengths := m.get("lengths")) and v["sentence"]:
+        v["sentence"] += f"; {lengths_words(lengths['min'], lengths['max'], lengths['bands'])}"
     return v
 
 
@@ -129,7 +132,7 @@ def _base(m: dict, outcome: str, unit: str) -> dict:
 def _claim(v: dict, m: dict, family: dict | None) -> None:
     """Holm over this verdict's tests (weighted: ``verdict_weights``), or the adjustment of a larger
     family they belong to (``family``)."""
-    tests = verdict_tests(m)
+    tests = v["tested_p"] = verdict_tests(m)
     if family is None:
         weights = verdict_weights(m)
         v["adjusted_p"] = holm(tests, weights)

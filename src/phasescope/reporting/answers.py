@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 
+from phasescope.phases import positions
 from phasescope.reporting.text import detected_worst
 from phasescope.rundir import RunDir
 from phasescope.rundir.metrics import Metrics
@@ -68,13 +69,13 @@ def _candidate(name: str, texts: dict, sample: dict) -> str:
 
 
 def _prompt(record: Record) -> str:
-    """'221 tokens; needle 0, end 1, distance 1' (phases mod the step), as far as the record says."""
-    if record.answer_pos is None:
+    """'221 tokens; needle 0, end 1, distance 1' (each factor's phase mod the step, ``phases.positions``),
+    as far as the record says."""
+    if record.answer_pos is None or record.anchor_pos is None:
         return f"needle phase {record.phase}"
-    align = record.align or 0
-    end = (record.answer_pos - align) % record.step
-    distance = (end - record.phase) % record.step
-    return f"{record.answer_pos:,} tokens; needle {record.phase}, end {end}, distance {distance}"
+    placed = positions(record.anchor_pos, record.answer_pos, record.align or 0)
+    at = {name: position % record.step for name, position in placed.items()}
+    return f"{record.answer_pos:,} tokens; needle {at['needle']}, end {at['end']}, distance {at['distance']}"
 
 
 def _ids(ids: list[int]) -> str:

@@ -172,7 +172,7 @@ def mixed_notes(runs: list[ComparedRun]) -> list[str]:
     probes = {label: spec.probe_name or "unknown probe" for label, spec in specs.items()}
     designs = {label: spec.design for label, spec in specs.items()}
     if len(set(probes.values())) > 1:
-        named = ", ".join(f"{label}: {probe_label(run)}" for run in runs if (label := run.label) in specs)
+        named = ", ".join(f"{label}: {probe_label(spec)}" for label, spec in specs.items())
         notes.append(f"the runs use different probes ({named}): their accuracies are different tasks, not levels")
     elif len(set(designs.values())) > 1:  # one task placed two ways: its levels compare, its phases mean other things
         named = ", ".join(f"{label}: {design or 'no design'}" for label, design in designs.items())
@@ -203,9 +203,8 @@ def _bounded(metrics: Metrics) -> bool:
     return metrics.verdict.kind in ("ceiling", "floor")
 
 
-def probe_label(run: ComparedRun) -> str:
-    """The run's probe (and design, where the probe has designs) from its spec.json."""
-    spec = RunDir(run.run_dir).read_sweep()
+def probe_label(spec) -> str:
+    """A run's probe (and design, where the probe has designs) from its spec.json."""
     return (spec.probe_name or "unknown probe") + (f" ({spec.design})" if spec.design else "")
 
 
@@ -276,7 +275,7 @@ def _runs_list(runs: list[ComparedRun]) -> str:
     items = []
     for run in runs:
         spec, manifest = RunDir(run.run_dir).read_sweep(), RunDir(run.run_dir).read_manifest()
-        text = f"{run.label}: {run.run_dir}; model: {spec.model or '?'}; probe: {probe_label(run)}"
+        text = f"{run.label}: {run.run_dir}; model: {spec.model or '?'}; probe: {probe_label(spec)}"
         command = f"<br><code>{html.escape(manifest['command'])}</code>" if manifest.get("command") else ""
         items.append(f"<li>{html.escape(text)}{command}</li>")
     return "<ul>" + "".join(items) + "</ul>"

@@ -15,7 +15,7 @@ import numpy as np
 
 from phasescope.analysis.pvalue import p_text
 from phasescope.phases import FACTORS
-from phasescope.reporting.figures import NEUTRAL, OTHER, WORST, _save
+from phasescope.reporting.figures import NEUTRAL, OTHER, WORST, _interval_errors, _save
 from phasescope.rundir.metrics import Metrics
 
 FIGURE = "factor_effects.png"
@@ -40,8 +40,8 @@ def factor_effects(metrics: Metrics, path: Path) -> bool:
         return False
     claimed = set(metrics.verdict.claims)
     fig, axes = plt.subplots(1, len(tests), figsize=(3.2 * len(tests) + 0.6, 3.2), squeeze=False, sharey=True)
+    align = (metrics.factors or {}).get("align", 0)
     for ax, test in zip(axes[0], tests, strict=True):
-        align = (metrics.factors or {}).get("align", 0)
         _panel(ax, test, metrics.step, f"factor:{test['name']}" in claimed, align)
     axes[0][0].set_ylabel("effect (pp) vs the mean of all residues")
     fig.suptitle("the effect by each factor's phase (claimed factor first; bars: 95% CI)", fontsize=9)
@@ -54,9 +54,7 @@ def _panel(ax, test: dict, step: int, claimed: bool, align: int) -> None:
     residues = [row["phase"] for row in rows]
     effect = np.array([row["effect_pp"] for row in rows])
     ci = [row.get("effect_ci_pp") for row in rows]
-    err = None
-    if all(c is not None for c in ci):
-        err = np.abs(np.array([[c[0] for c in ci], [c[1] for c in ci]]) - effect)
+    err = _interval_errors(effect, ci) if all(c is not None for c in ci) else None
     colors = [WORST if claimed and r == test.get("worst_phase") else OTHER for r in residues]
     ax.bar(residues, effect, yerr=err, color=colors, alpha=0.6, capsize=3)
     ax.axhline(0, color=NEUTRAL, lw=0.8)
@@ -67,11 +65,10 @@ def _panel(ax, test: dict, step: int, claimed: bool, align: int) -> None:
                     ha="center", va="top" if effect[i] > 0 else "bottom", xytext=(0, -4 if effect[i] > 0 else 4),
                     textcoords="offset points")  # fmt: skip
     ax.set_xticks(residues)
-    members = test.get("members") or []
-    factor = FACTORS[members[0]] if len(members) == 1 else None  # a group: factors this design moves together
+    members = test.get("members") or []  # several: factors this design moves together
     period = test.get("period") or step
     what = " or ".join(FACTORS[m].short for m in members) if members else test["name"]
-    if factor is not None and factor.name == "end":
+    if members == ["end"]:  # the prompt end's residues said as prompt lengths, as the verdict says them
         ax.set_xticks(residues, [str((r + align) % period) for r in residues])
         ax.set_xlabel(f"prompt length mod {period}", fontsize=8)
     else:

@@ -244,27 +244,25 @@ class RunDir:
                 f"{manifest_path} records no weights fingerprint, so its records cannot be checked to come from this "
                 f"model; resuming could mix two models' records; {fix}"
             )
-        scored = self.records.exists() and self.records.stat().st_size > 0
-        if saved and fingerprint and saved != fingerprint and not scored and make_manifest is not None:
-            # nothing was scored (a first try that failed, e.g. a wrong URL): no records to mix, so the
-            # sweep starts afresh with this model's manifest
+        if not (saved and fingerprint and saved != fingerprint):
+            return
+        moved = _moved_server(saved, fingerprint)
+        # nothing scored (a first try that failed, e.g. at a wrong URL) leaves no records to mix; a moved
+        # server with --adopt-records is the user vouching for the same server at a new address
+        nothing_scored = not (self.records.exists() and self.records.stat().st_size > 0)
+        if make_manifest is not None and (nothing_scored or (moved and adopt)):
             atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
             return
-        if saved and fingerprint and saved != fingerprint:
-            moved = _moved_server(saved, fingerprint)
-            if moved and adopt and make_manifest is not None:  # the user vouches: the same server at a new address
-                atomic_write_text(manifest_path, json.dumps(make_manifest(), indent=2))
-                return
-            if moved:
-                raise ProbeError(
-                    f"{out} was swept from {moved[0]}; this sweep reads {moved[1]}: the server's address changed (a "
-                    "served model's identity is its address). If it is the same server and model at a new address, "
-                    "rerun with --adopt-records to keep the records and go on; if not, sweep into another --out"
-                )
+        if moved:
             raise ProbeError(
-                f"{out} was swept with another model (weights fingerprint {saved}, now {fingerprint}): resuming "
-                f"would mix two models' records; {fix}"
+                f"{out} was swept from {moved[0]}; this sweep reads {moved[1]}: the server's address changed (a "
+                "served model's identity is its address). If it is the same server and model at a new address, "
+                "rerun with --adopt-records to keep the records and go on; if not, sweep into another --out"
             )
+        raise ProbeError(
+            f"{out} was swept with another model (weights fingerprint {saved}, now {fingerprint}): resuming "
+            f"would mix two models' records; {fix}"
+        )
 
 
 def _part(spec: dict) -> str:
