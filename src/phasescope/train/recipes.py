@@ -335,6 +335,17 @@ def tiny_s2() -> TrainConfig:
     return _tiny("tiny-s2", _s(2), "s=w=2 scalar gate, L=8, warm start (tiny-s4 at step 2)", warm_start_steps=600)
 
 
+@recipe("tiny-s2-channel")
+def tiny_s2_channel() -> TrainConfig:
+    # amendment 8's fourth cell (step {2, 4} x pooler {scalar, channel}): tiny-s4-channel at step 2
+    return _tiny(
+        "tiny-s2-channel",
+        _s(2, "channel_gate"),
+        "s=w=2 DeepSeek-V4 channel gate, L=8, warm start (tiny-s4-channel at step 2; amendment 8)",
+        warm_start_steps=600,
+    )
+
+
 @recipe("tiny-s4-d64")
 def tiny_s4_d64() -> TrainConfig:
     # the theory's capacity prediction (docs/theory.md): tiny-s4 with head dim 64 (entry capacity d = 64)
