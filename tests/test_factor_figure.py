@@ -62,3 +62,31 @@ def _svg_colour(name: str) -> str:
     from matplotlib.colors import to_hex
 
     return to_hex(name).lower()
+
+
+def test_the_needle_by_end_heatmap_shows_the_planted_column(end_effect, tmp_path):
+    """#59 item 1: a crossed run gets accuracy per (needle phase, prompt length mod 4) cell; the
+    planted prompt-end residue is the lowest column in every row, and the cells' counts add up."""
+    from phasescope.reporting.factor_figure import needle_end_heatmap
+
+    grid = end_effect.factors["grid"]
+    accuracy = np.array(grid["accuracy"], dtype=float)
+    align = end_effect.factors.get("align", 0)
+    column = next(m for m in range(4) if (m + align) % 4 == 1)
+    assert all(np.argmin(row) == column for row in accuracy)
+    assert sum(map(sum, grid["n"])) == end_effect.n_records
+    png = tmp_path / "needle_by_end.png"
+    assert needle_end_heatmap(end_effect, png)
+    svg = png.with_suffix(".svg")
+    assert outside_the_image(svg) == []
+    assert "prompt length mod 4" in [t.text for t in svg_texts(svg)]
+
+
+def test_no_heatmap_where_the_needle_and_the_end_move_together(tmp_path):
+    """A shift-needle run (the prompt end held) has no grid and no heatmap."""
+    from phasescope.reporting.factor_figure import needle_end_heatmap
+
+    records = simulate_factors(FactorScenario(design="shift-needle"), np.random.default_rng(4))
+    metrics = Metrics.from_json(analyze_arrays(records, seed=0, n_resamples=100))
+    assert (metrics.factors or {}).get("grid") is None
+    assert not needle_end_heatmap(metrics, tmp_path / "g.png")

@@ -27,9 +27,11 @@ GAP_9PP = (0.60, 0.66, 0.69, 0.64)  # phase 0 worst, phase 3 the boundary
 def period(explained: dict) -> dict:
     """A step-period test result: period STEP detected (p = 0.001), ``explained`` its periodogram."""
     tested = sorted(int(p) for p in explained)
+    main = {str(p): (0.001 if p == STEP else 0.4) for p in tested if p <= STEP or p % STEP}
+    multiples = {str(p): 0.6 for p in tested if p > STEP and p % STEP == 0}
     return {
         "detected": STEP, "p_value": 0.001, "kind": "step", "explained": explained, "trend_degree": 1,
-        "tested": tested, "untestable": {}, "note": None,
+        "tested": tested, "untestable": {}, "note": None, "candidate_p": main, "multiple_ps": multiples,
     }  # fmt: skip
 
 
@@ -286,18 +288,16 @@ def test_compare_figures_are_saved_as_svg_too(tmp_path):
     assert {p.name for p in tmp_path.iterdir()} == {"offsets.png", "offsets.svg", "gaps.png", "gaps.svg"}
 
 
-def test_the_periodogram_label_fits_and_multiples_of_the_period_are_explained(tmp_path):
-    taller = {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12, "8": 0.55, "12": 0.6}
-    figures.periodogram(hand_metrics(explained=taller), tmp_path / "periodogram.png")
+def test_the_periodogram_draws_every_period_tested_multiples_included(tmp_path):
+    """#59 item 3: the multiples of the step the test tried are drawn (hatched) beside the others,
+    and the title is the verdict's claim."""
+    shares = {"2": 0.1, "3": 0.02, "4": 0.5, "5": 0.05, "6": 0.12, "8": 0.55, "12": 0.6}
+    figures.periodogram(hand_metrics(explained=shares), tmp_path / "periodogram.png")
     svg = tmp_path / "periodogram.svg"
     assert outside_the_image(svg) == []
     texts = " ".join(t.text for t in svg_texts(svg))
-    assert "variance explained by d mod P" in texts
-    assert "Multiples of 4 (8, 12) also fit" in texts and "smallest period that explains the pattern" in texts
+    assert "-log10 p" in texts and "period 4 claimed" in texts
     assert tick_labels(svg) == ["2", "3", "4", "5", "6", "8", "12"]
-
-    figures.periodogram(hand_metrics(), tmp_path / "plain.png")  # the period's bar is the tallest
-    assert "Multiples" not in " ".join(t.text for t in svg_texts(tmp_path / "plain.svg"))
 
 
 @pytest.mark.parametrize(("outcome", "ylabel"), [("margin", "mean margin (nats)"), ("logprob", "mean log p (nats)")])
@@ -393,17 +393,25 @@ def _run(accuracy_by_phase, n_contents=80, n_offsets=24, seed=3) -> Metrics:
     )
 
 
-def test_the_periodogram_draws_what_each_period_explains_of_noise_alone(drawn, tmp_path):
-    """#46 item 1: beside each bar, the 95th percentile of its share on the bootstrap's noise: a
-    planted 20 pp period 4 rises above its tick; on a run without a pattern the bars stay below."""
+def test_the_periodogram_bars_cross_the_line_exactly_when_the_test_rejects(drawn, tmp_path):
+    """#59 item 3: the bars are the p-values the test used (each candidate against the null of the
+    smallest p over all of them), so the test's p is the smallest bar's and a bar crosses alpha
+    exactly when the test rejects. Before, a planted period-4 bar could sit below its own "noise"
+    tick under p < 0.001 (the tick was a share of variance, not the test's statistic)."""
     planted = _run((0.5, 0.7, 0.7, 0.7))
-    explained = {int(p): v for p, v in planted.period.explained.items()}
-    null = {int(p): v for p, v in planted.period.explained_null.items()}
-    assert set(null) == set(explained) and all(0 < v < 1 for v in null.values())
-    assert planted.period.detected == STEP and explained[STEP] > null[STEP]
+    tested = {int(p): v for p, v in planted.period.candidate_p.items()}
+    assert planted.period.p_value == min(tested.values()) < 0.05
+    assert planted.verdict.period == STEP and tested[STEP] == planted.period.p_value
     figures.periodogram(planted, tmp_path / "periodogram.png")
-    (ticks,) = [c for c in drawn[0].axes[0].collections if c.get_label() == "95% of noise alone"]
-    assert len(ticks.get_offsets()) == len(null)
-    flat = _run((0.6, 0.6, 0.6, 0.6)).period
-    above = [p for p, v in flat.explained.items() if v > flat.explained_null[p]]
-    assert len(above) <= 1, (flat.explained, flat.explained_null)
+    ax = drawn[0].axes[0]
+    line = -np.log10(figures.ALPHA_LINE)
+    labels = [int(label.get_text()) for label in ax.get_xticklabels()]
+    heights = dict(zip(labels, [patch.get_height() for patch in ax.patches], strict=True))
+    colours = dict(zip(labels, [patch.get_facecolor() for patch in ax.patches], strict=True))
+    assert heights[STEP] > line and colours[STEP] == to_rgba(figures.PERIOD)
+    assert all(h <= line for p, h in heights.items() if tested[p] >= figures.ALPHA_LINE)
+    assert ax.get_title().startswith(f"period {STEP} claimed")
+    for seed in range(3):
+        flat = _run((0.6, 0.6, 0.6, 0.6), seed=seed)
+        crossing = [p for p, v in flat.period.candidate_p.items() if v < figures.ALPHA_LINE]
+        assert bool(crossing) == (flat.period.p_value < figures.ALPHA_LINE)

@@ -81,6 +81,22 @@ def test_the_departure_is_located_in_one_sentence_and_tested_by_factor():
     assert same["p_value"] == 1.0
 
 
+def test_classes_tied_at_the_top_rate_are_named_as_a_tie():
+    """#59 item 2: the sentence named the lowest of two tied classes ("most where the needle phase 0
+    (128 of 300)" with phase 3 at 128 too); now every tied class, in the sentence and paired.json."""
+    from phasescope.analysis.departures import most_departing
+
+    classes = [{"value": v, "n": 300, "departures": k} for v, k in enumerate((128, 20, 30, 128))]
+    assert [c["value"] for c in most_departing(classes)] == [0, 3]
+    a = grid()
+    b = grid(lambda c, d, length: length % 4 not in (1, 2))
+    result = paired_statistics(pair_records(a, b), ("ref", "stack"), n_resamples=300)
+    test = result["kinds"]["wrong"]["test"]
+    assert (test["factor"], test["period"], test["most"]) == (["end"], 4, [1, 2])
+    assert "whose prompt length ≡ 1 mod 4 or prompt length ≡ 2 mod 4 (tied at the top rate" in result["sentence"]
+    assert "and nowhere else" in result["sentence"]
+
+
 def test_departures_that_follow_no_factor_are_said_to_follow_none_with_their_counts():
     """B broken at random where A is right: no "most where", no "and nowhere else"."""
     a = grid()

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from phasescope.analysis.departures import most_departing
 from phasescope.errors import InputError
 from phasescope.phases import FACTORS, candidate_periods
 from phasescope.rundir import GATE, JUNIT, REPRODUCERS, SUMMARY_MD
@@ -167,18 +168,20 @@ def findings(paired: dict, alpha: float) -> list[dict]:
         adjusted = paired["adjusted_p"].get(kind)
         row = {"kind": kind, "departures": entry["departures"], "of": entry["base"], "follows": None, "p": adjusted}
         if test.get("p_value") is not None and adjusted is not None and adjusted < alpha:
-            top = max(test["classes"], key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
+            tops = most_departing(test["classes"])
+            top = tops[0]
             factor = test["factor"]
             row |= {
                 "units": test.get("units", "records"),
                 "follows": factor,
                 "period": test["period"],
                 "value": top["value"],
-                "where": _words(paired, factor, test["period"], top["value"]),
+                "where": " or ".join(_words(paired, factor, test["period"], c["value"]) for c in tops),
                 "there": [top["departures"], top["n"]],
+                "tied": [c["value"] for c in tops[1:]],  # classes at the same departure rate
             }
             if also := test.get("also"):  # a second factor within the first's classes (a combination)
-                inner = max(also["classes"], key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
+                inner = most_departing(also["classes"])[0]
                 row["also"] = {
                     "follows": also["factor"],
                     "period": also["period"],

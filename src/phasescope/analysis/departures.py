@@ -223,6 +223,7 @@ def _structure(p: Pairs, departed, base, strata, rng, n_permutations: int) -> di
     result["period"] = chosen["period"]
     result["kind"] = best["kind"]
     result["classes"] = _classes(departed, base, chosen["labels"])
+    result["most"] = [c["value"] for c in most_departing(result["classes"])]
     if result["p_value"] < ALPHA and best["kind"] == "within":
         result["also"] = _also(p, departed, base, chosen, rng, n_permutations)
     return result
@@ -397,6 +398,14 @@ def _permute_within(labels: np.ndarray, strata: np.ndarray, rng) -> np.ndarray:
     return out
 
 
+def most_departing(classes: list[dict]) -> list[dict]:
+    """The classes at the largest departure rate, in value order: ties are named as ties (the
+    sentence, paired.json's ``most`` and the gate all read this one rule)."""
+    rate = {c["value"]: c["departures"] / max(c["n"], 1) for c in classes}
+    top = max(rate.values(), default=0.0)
+    return sorted((c for c in classes if np.isclose(rate[c["value"]], top)), key=lambda c: c["value"])
+
+
 def _classes(departed: np.ndarray, base: np.ndarray, labels: np.ndarray) -> list[dict]:
     """Per class of the named labelling: records that could depart, and departures."""
     rows = []
@@ -512,11 +521,16 @@ def _kind_words(p: Pairs, kind: str, entry: dict, a: str, b: str, out: dict) -> 
     test = entry["test"] or {}
     adjusted = out["adjusted_p"].get(kind)
     if test.get("p_value") is not None and adjusted is not None and adjusted < ALPHA:
-        classes = test["classes"]
-        top = max(classes, key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
-        rest_k = sum(c["departures"] for c in classes) - top["departures"]
-        rest_n = sum(c["n"] for c in classes) - top["n"]
-        where = describe_class(p, test["factor"], test["period"], top["value"])
+        classes, tops = test["classes"], most_departing(test["classes"])
+        top = tops[0]
+        rest_k = sum(c["departures"] for c in classes) - sum(c["departures"] for c in tops)
+        rest_n = sum(c["n"] for c in classes) - sum(c["n"] for c in tops)
+        where = " or ".join(describe_class(p, test["factor"], test["period"], c["value"]) for c in tops)
+        counts = f"{top['departures']} of {top['n']}"
+        if len(tops) > 1:  # a tie: every class at the top rate, with its own counts
+            counts = ", ".join(f"{c['departures']} of {c['n']}" for c in tops)
+            where += f" (tied at the top rate: {counts})"
+            counts = f"{sum(c['departures'] for c in tops)} of {sum(c['n'] for c in tops)}"
         elsewhere = "and nowhere else" if rest_k == 0 else f"against {rest_k} of {rest_n} elsewhere"
         follows = (
             "the length band" if test["factor"] == ["length"] else " or ".join(FACTORS[f].words for f in test["factor"])
@@ -524,7 +538,7 @@ def _kind_words(p: Pairs, kind: str, entry: dict, a: str, b: str, out: dict) -> 
         between = ", between contents" if test.get("kind") == "between" else ""
         unit = test.get("units", "records")  # requests: the teacher-forced answer's tokens, each its own request
         return (
-            f"{what} on {top['departures']} of {top['n']} {unit} whose {where}, {elsewhere} "
+            f"{what} on {counts} {unit} whose {where}, {elsewhere} "
             f"(the departures follow {follows}{between}: {p_text(adjusted)}, Holm over the tests made"
             f"{_also_words(p, test.get('also'))})"
         )
@@ -542,7 +556,7 @@ def _also_words(p: Pairs, also: dict | None) -> str:
     """'; within it, the length band (length band is 4,096 tokens: 40 of 60; p = 0.002)'."""
     if not also:
         return ""
-    top = max(also["classes"], key=lambda c: (c["departures"] / max(c["n"], 1), -c["value"]))
+    top = most_departing(also["classes"])[0]
     follows = (
         "the length band" if also["factor"] == ["length"] else " or ".join(FACTORS[f].words for f in also["factor"])
     )

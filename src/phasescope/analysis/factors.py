@@ -143,6 +143,7 @@ def factor_statistics(
         "periods": periods,
         "n_informative_contents": informative,
         "cells": cell_counts(r.step, [phases[g[0]] for g in shape["groups"]]),
+        "grid": needle_end_grid(r, phases, shape),
         "tests": tests,
         "model": "linear probability model with content fixed effects, the phase statistics' trend over offsets "
         "and answer_pos; each factor's residues modulo every candidate period tested by a cluster-robust Wald "
@@ -162,6 +163,21 @@ def cell_counts(step: int, columns: list[np.ndarray]) -> dict | None:
         code = code * step + column % step
     counts = np.bincount(code, minlength=step ** len(columns))
     return {"min": int(counts.min()), "max": int(counts.max()), "n_cells": len(counts)}
+
+
+def needle_end_grid(r: RecordArrays, phases: dict[str, np.ndarray], shape: dict) -> dict | None:
+    """Raw accuracy (records pooled, drift not removed) in each (needle phase, prompt-end phase)
+    cell, for the heatmap of a design that moves the two apart within contents (None: one of them
+    is held, or they are tied). ``accuracy`` [needle][end]: None where a cell has no record."""
+    group = {f: i for i, members in enumerate(shape["groups"]) for f in members}
+    if "needle" not in group or "end" not in group or group["needle"] == group["end"]:
+        return None
+    needle, end = phases["needle"] % r.step, phases["end"] % r.step
+    code = needle * r.step + end
+    n = np.bincount(code, minlength=r.step**2).reshape(r.step, r.step)
+    k = np.bincount(code, weights=r.correct, minlength=r.step**2).reshape(r.step, r.step)
+    accuracy = [[float(k[i, j] / n[i, j]) if n[i, j] else None for j in range(r.step)] for i in range(r.step)]
+    return {"accuracy": accuracy, "n": n.tolist()}
 
 
 def _informative(r: RecordArrays) -> int:

@@ -28,7 +28,10 @@ residues: a strong step-4 pattern also makes period 2 significant), then reduced
 smallest divisor that it does not beat, so 4, not 2 or 8, when 4 explains it. A period that is neither the step nor a
 divisor of it is flagged: "a period-P pattern, not a step-phase effect".
 
-``explained`` (the periodogram): the share of the variance of the offset effects left by the
+``candidate_p`` (the periodogram): each candidate's p-value against the same null as the test
+(the smallest p over every candidate), so the test's p-value is the smallest of them;
+``multiple_ps``: each multiple of the step tried, Bonferroni over them (the multiples' claim is
+the smallest). ``explained``: the share of the variance of the offset effects left by the
 trend that ``offset mod P`` explains; ``explained_null``: the 95th percentile of that share on the
 bootstrap's noise alone (what P reaches with no pattern: the periodogram's null band).
 
@@ -201,7 +204,8 @@ def _one_claim(found: dict, multiple: dict, alpha: float) -> dict:
     adjusted = holm({"period": found.get("p_value"), "multiple": multiple.get("multiple_test_p")})
     base = {"base_detected": found.get("detected"), "base_kind": found.get("kind")}
     out = found | base | {k: v for k, v in multiple.items() if k in ("multiple_test_p", "multiple_candidate",
-                                                                      "multiples_tried", "multiple_note")}  # fmt: skip
+                                                                      "multiples_tried", "multiple_note",
+                                                                      "multiple_ps")}  # fmt: skip
     if adjusted.get("multiple", 1.0) < alpha:
         return out | {k: v for k, v in multiple.items() if k in ("detected", "kind", "multiple_p", "step_component_p",
                                                                  "note")}  # fmt: skip
@@ -232,7 +236,12 @@ def _multiple(fx: OffsetEffects, step: int, multiples: list[int]) -> dict:
     period = min(passed, key=lambda q: (passed[q][0], q))  # the strongest; the shortest of tied ones
     finer, fitted = passed[period]
     adjusted = min(1.0, finer * len(passed))
-    out = {"multiple_test_p": adjusted, "multiple_candidate": period, "multiples_tried": sorted(passed)}
+    out = {
+        "multiple_test_p": adjusted,
+        "multiple_candidate": period,
+        "multiples_tried": sorted(passed),
+        "multiple_ps": {q: min(1.0, passed[q][0] * len(passed)) for q in sorted(passed)},  # each, Bonferroni
+    }
     return out | _as_multiple(period, step, finer, _step_part_p(fitted, period, step))
 
 
@@ -357,9 +366,13 @@ def _log_pvalues(fits: dict) -> tuple[dict[int, float], list[np.ndarray]]:
 def _test(fits: dict, step: int, alpha: float) -> dict:
     observed, null = _log_pvalues(fits)
     smallest = min(observed.values())
-    p_value = bootstrap_p(-np.min(null, axis=0), -smallest)  # small p-values are extreme
+    # each candidate against the null of the smallest over all of them (single-step min-p): the
+    # test's p-value is the smallest of these, so a figure of them shows exactly what was tested
+    least = -np.min(null, axis=0)  # small p-values are extreme
+    candidate_p = {p: bootstrap_p(least, -observed[p]) for p in fits}
+    p_value = bootstrap_p(least, -smallest)
     if p_value >= alpha:
-        return {"p_value": p_value}
+        return {"p_value": p_value, "candidate_p": candidate_p}
     # tied p-values (a pattern so clean that every candidate's p underflows): the one explaining
     # the most of the offset pattern, then the shortest (a noiseless step-4 pattern read as period 3
     # when the shortest tied candidate was taken, then refined to 6)
@@ -371,12 +384,12 @@ def _test(fits: dict, step: int, alpha: float) -> dict:
             best = multiple
     detected = next(q for q in sorted(fits) if best % q == 0 and _finer_p(fits[best], best, q) >= alpha)
     if step % detected == 0:
-        return {"p_value": p_value, "detected": detected, "kind": "step"}
+        return {"p_value": p_value, "detected": detected, "kind": "step", "candidate_p": candidate_p}
     note = (
         f"a period-{detected} pattern, not a step-phase effect (step {step}): the phase effects and the gap "
         f"mix it with the step's phases"
     )
-    return {"p_value": p_value, "detected": detected, "kind": "other", "note": note}
+    return {"p_value": p_value, "detected": detected, "kind": "other", "note": note, "candidate_p": candidate_p}
 
 
 def _finer_p(fit: dict, period: int, divisor: int) -> float:
@@ -409,6 +422,8 @@ def _none(note: str | None) -> dict:
         "multiple_test_p": None,  # the claim "a multiple of the step": smallest p over the multiples, Bonferroni
         "multiple_candidate": None,  # the multiple with that p
         "multiples_tried": [],
+        "candidate_p": {},  # each tested candidate (multiples apart) against the null of the smallest p over them
+        "multiple_ps": {},  # each multiple of the step tried: its residues beyond the step's phases, Bonferroni
         "multiple_note": None,  # no multiple of the step could be tested: why
         "base_detected": None,  # the period among the step, its divisors and other periods (multiples apart)
         "base_kind": None,

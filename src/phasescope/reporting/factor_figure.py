@@ -19,6 +19,7 @@ from phasescope.reporting.figures import NEUTRAL, OTHER, WORST, _interval_errors
 from phasescope.rundir.metrics import Metrics
 
 FIGURE = "factor_effects.png"
+GRID_FIGURE = "needle_by_end.png"
 
 
 def factor_tests(metrics: Metrics) -> list[dict]:
@@ -77,3 +78,31 @@ def _panel(ax, test: dict, step: int, claimed: bool, align: int) -> None:
     status = "claimed" if claimed else "not claimed"
     p = test.get("p_value")  # raw, as the verdict's sentence gives it; "claimed" is after the adjustment
     ax.set_title(f"{what}{between}: {status}" + (f" ({p_text(p)})" if p is not None else ""), fontsize=8)
+
+
+def needle_end_heatmap(metrics: Metrics, path: Path) -> bool:
+    """Accuracy in each (needle phase, prompt length mod step) cell of a design that moves the two
+    apart (``factors.grid``), each cell labelled with its accuracy and records; False (nothing
+    written) when the run has no such grid. A row that is low everywhere is the needle's phase, a
+    column the prompt end's, a diagonal the distance's."""
+    grid = (metrics.factors or {}).get("grid")
+    if not grid:
+        return False
+    step, align = metrics.step, (metrics.factors or {}).get("align", 0)
+    accuracy = np.array([[np.nan if a is None else a for a in row] for row in grid["accuracy"]])
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * step, 0.8 + 0.6 * step))
+    image = ax.imshow(100 * accuracy, cmap="viridis", aspect="auto")
+    for i in range(step):
+        for j in range(step):
+            if np.isfinite(accuracy[i, j]):
+                light = accuracy[i, j] < np.nanmean(accuracy)  # white on the dark half of viridis
+                ax.text(j, i, f"{100 * accuracy[i, j]:.0f}%\n{grid['n'][i][j]}", ha="center", va="center",
+                        fontsize=7, color="white" if light else "black")  # fmt: skip
+    ax.set_xticks(range(step), [str((m + align) % step) for m in range(step)])
+    ax.set_yticks(range(step))
+    ax.set_xlabel(f"prompt length mod {step}", fontsize=8)
+    ax.set_ylabel("needle phase", fontsize=8)
+    ax.set_title("accuracy by needle phase x prompt end\n(raw; each cell: accuracy, records)", fontsize=8)
+    fig.colorbar(image, ax=ax, label="accuracy (%)", fraction=0.05)
+    _save(fig, path)
+    return True

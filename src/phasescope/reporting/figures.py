@@ -156,11 +156,13 @@ READ_OFFSETS = (
     "contents that each prefer their own phase, can test as no period (see 'phase dependence per content')."
 )
 READ_PERIODOGRAM = (
-    "How to read: the share of these contents' drift-free pattern that d mod P explains; a black tick, what P "
-    "explains of the bootstrap's noise alone 95% of the time (a bar below it is what noise gives). A tall bar is "
-    "not a test: the p-value weighs the contents' spread, and a period other than the step is named only when it "
-    "explains the offsets beyond the step's phases."
+    "How to read: each bar is the evidence that accuracy repeats every P offsets once the drift is removed, "
+    "-log10 of its p-value with every period tried counted (solid: the step, its divisors and other periods, "
+    "tested together; hatched: multiples of the step, a pattern beyond the step's phases). A bar above the dashed "
+    "line is significant at alpha = 0.05; the verdict then shares alpha with its other tests, and the title says "
+    "what it claims."
 )
+ALPHA_LINE = 0.05
 
 
 def _read_me(ax, text: str, width: int) -> None:
@@ -194,48 +196,54 @@ def _offset_groups(metrics: Metrics, phases: list) -> list[tuple[str, str, str, 
 
 
 def periodogram(metrics: Metrics, path: Path) -> None:
-    explained = {int(p): v for p, v in (metrics.period.explained or {}).items()}
-    periods = sorted(explained)
-    detected = metrics.period.detected
+    """Every period the test considered, as -log10 of the p-value it was tested with; the verdict's
+    claimed period in orange, its title the verdict's claim."""
+    period = metrics.period
+    tested = {int(p): v for p, v in (period.candidate_p or {}).items()}
+    multiples = {int(p): v for p, v in (period.multiple_ps or {}).items()}
     fig, ax = plt.subplots(figsize=(5, 3.4))
-    if not periods:  # nothing to draw: say why instead of empty axes with ticks around 0
+    if not tested and not multiples:  # nothing to draw: say why instead of empty axes
         ax.set_axis_off()
-        why = metrics.period.note or "no candidate period could be fitted"
+        why = period.note or "no candidate period could be tested"
+        if period.explained and period.p_value is not None:
+            why = "these metrics predate the per-period p-values: run `phasescope analyze` on the run again"
         ax.text(0.5, 0.5, textwrap.fill(f"periodogram not drawn: {why}", 60), ha="center", va="center", fontsize=8)
         _save(fig, path)
         return
-    colors = [PERIOD if p == detected else NEUTRAL for p in periods]
-    ax.bar(periods, [explained[p] for p in periods], color=colors)
-    null = {int(p): v for p, v in (metrics.period.explained_null or {}).items()}
-    if null:  # what each P explains of noise alone, 95% of the time: a bar below its tick is no pattern
-        shown = [p for p in periods if p in null]
-        ax.scatter(shown, [null[p] for p in shown], marker="_", s=300, color="black", zorder=3,
-                   label="95% of noise alone")  # fmt: skip
-        ax.legend(fontsize=7, frameon=False, loc="upper left")
-    ax.set_xticks(periods)
-    ax.set_xlabel("candidate period P")
-    ax.set_ylabel("variance explained by d mod P\n(drift removed)")
-    p_value = metrics.period.p_value
-    ax.set_title(f"periodogram (period test {p_text(p_value)})" if p_value is not None else "periodogram", fontsize=9)
-    ax.set_ylim(0, max(1e-9, *explained.values(), *null.values()) * 1.1)  # a share: never below 0
-    caption = _multiples_caption(explained, detected)
-    _read_me(ax, (caption + " " if caption else "") + READ_PERIODOGRAM, 75)
+    claimed = metrics.verdict.period if metrics.verdict else None
+    floor = 1 / (1 + (metrics.n_resamples or 999))  # a bootstrap p-value never goes below this
+    periods = sorted({*tested, *multiples})
+    where = {p: i for i, p in enumerate(periods)}  # one slot per period: 8 and 12 sit beside 6
+    for group, hatch in ((tested, None), (multiples, "//")):
+        shown = sorted(group)
+        heights = [-np.log10(max(group[p], floor)) for p in shown]
+        colors = [PERIOD if p == claimed else NEUTRAL for p in shown]
+        ax.bar([where[p] for p in shown], heights, color=colors, hatch=hatch, edgecolor="white" if hatch else None)
+    ax.axhline(-np.log10(ALPHA_LINE), color="black", linestyle="--", linewidth=0.8)
+    ax.text(1.0, -np.log10(ALPHA_LINE), f" alpha\n {ALPHA_LINE:g}", transform=ax.get_yaxis_transform(),
+            va="center", ha="left", fontsize=7)  # fmt: skip
+    ax.set_xticks(range(len(periods)), [str(p) for p in periods])
+    ax.set_xlabel("period P (hatched: multiples of the step)")
+    ax.set_ylabel("evidence, -log10 p\n(every period tried counted)")
+    ax.set_ylim(0, max(-np.log10(floor), -np.log10(ALPHA_LINE)) * 1.08)
+    ax.set_title(_period_title(metrics, claimed), fontsize=9)
+    untestable = sorted(int(p) for p in (period.untestable or {}))
+    left_out = f" Not testable here: P = {', '.join(map(str, untestable))}." if untestable else ""
+    _read_me(ax, READ_PERIODOGRAM + left_out, 75)
     _save(fig, path)
 
 
-def _multiples_caption(explained: dict[int, float], detected: int | None) -> str | None:
-    """Why the highlighted bar may be shorter than others: its multiples explain at least as much."""
-    if not detected or detected not in explained:
-        return None
-    taller = [p for p in explained if p > detected and p % detected == 0 and explained[p] >= explained[detected]]
-    if not taller:
-        return None
-    listed = ", ".join(map(str, sorted(taller)))
-    return (
-        f"Multiples of {detected} ({listed}) also fit: a period-{detected} pattern repeats every "
-        f"{min(taller)} offsets too, so they explain at least as much. The test picks the smallest "
-        "period that explains the pattern."
-    )
+def _period_title(metrics: Metrics, claimed: int | None) -> str:
+    """The verdict's claim about the period, with the p-value it was claimed at."""
+    adjusted = (metrics.verdict.adjusted_p if metrics.verdict else None) or {}
+    if claimed is None:
+        raw, held = metrics.period.p_value, adjusted.get("period")
+        if raw is not None and raw < ALPHA_LINE and held is not None:  # the test alone passes, the family not
+            return f"no period claimed: period test {p_text(raw)},\n{p_text(held)} sharing alpha with the verdict's tests"
+        return "no period claimed"
+    kind = "multiple" if metrics.period.kind == "multiple" and claimed == metrics.period.detected else "period"
+    p = adjusted.get(kind)
+    return f"period {claimed} claimed" + (f" ({p_text(p)}, Holm)" if p is not None else "")
 
 
 def margin_by_phase(metrics: Metrics, path: Path) -> None:

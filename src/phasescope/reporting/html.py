@@ -9,7 +9,7 @@ from pathlib import Path
 
 from phasescope.reporting.answers import answers_section
 from phasescope.reporting.factor_figure import FIGURE as FACTOR_FIGURE
-from phasescope.reporting.factor_figure import factor_effects
+from phasescope.reporting.factor_figure import GRID_FIGURE, factor_effects, needle_end_heatmap
 from phasescope.reporting.figures import FIGURES
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.spec_table import spec_rows
@@ -45,7 +45,11 @@ def write_report(run_dir: Path, metrics: Metrics) -> Path:
         images.append(figure_tag(path))
     by_factor = run_dir / FIGURE_DIR / FACTOR_FIGURE
     if factor_effects(metrics, by_factor):  # the verdict's factor first; else beside the needle's phases
-        images.insert(0 if metrics.verdict.kind == "factor" else 1, figure_tag(by_factor))
+        at = 0 if metrics.verdict.kind == "factor" else 1
+        images.insert(at, figure_tag(by_factor))
+        grid = run_dir / FIGURE_DIR / GRID_FIGURE
+        if needle_end_heatmap(metrics, grid):
+            images.insert(at + 1, figure_tag(grid))
     page = _page(run_dir, metrics, spec, images)
     out = RunDir(run_dir).report
     atomic_write_text(out, page)

@@ -82,6 +82,8 @@ class Period:
     beyond_step_p: float | None = None  # another period found best: its residues beyond the step's phases
     multiple_note: str | None = None  # no multiple of the step could be tested: why
     explained_null: dict[str, float] = field(default_factory=dict)  # candidate -> 95% of its share on noise alone
+    candidate_p: dict[str, float] = field(default_factory=dict)  # candidate -> p against the test's min-p null
+    multiple_ps: dict[str, float] = field(default_factory=dict)  # multiple of the step -> p beyond the step (Bonf.)
 
 
 @dataclass(frozen=True)
