@@ -85,8 +85,9 @@ MIN_SCALE = 0.6  # a figure shown at less of its drawn size has unreadable text 
 def problems(facts: dict, width: int) -> list[str]:
     """What is wrong with a page's first screen at ``width`` (empty: nothing): the verdict off
     the first screen, the per-phase table too (on a wide screen), a page that scrolls sideways,
-    an element that sticks out, a figure that did not load, is wider than the screen without
-    scrolling in its own box, or is shrunk until its text cannot be read."""
+    an element that sticks out, a figure that did not load, is wider than the screen (even in a
+    box that scrolls: its legend or points end up off-screen), or is shrunk until its text cannot
+    be read."""
     found = []
     if facts["viewport"] != [width, HEIGHT]:
         found.append(f"laid out at {facts['viewport']}, not {width} x {HEIGHT}")
@@ -102,7 +103,7 @@ def problems(facts: dict, width: int) -> list[str]:
     for figure in facts["figures"]:
         if figure["natural"] == 0:
             found.append(f"figure {figure['alt']} did not load")
-        elif figure["width"] > width and not figure["scrolls"]:
+        elif figure["width"] > width:  # #59 item 4: scrolling inside its box hid legends and points off-screen
             found.append(f"figure {figure['alt']} is {figure['width']:.0f} px wide on a {width} px screen")
         elif figure["width"] < MIN_SCALE * figure["natural"]:  # its 7-9 pt text shrunk below reading size
             found.append(f"figure {figure['alt']} is shrunk to {figure['width']:.0f} of {figure['natural']} px")

@@ -282,6 +282,21 @@ def test_every_figure_has_integer_ticks_an_svg_beside_it_and_no_text_cut_off(tmp
         assert outside_the_image(svg) == [], name
 
 
+def test_the_compare_offsets_plot_marks_each_runs_phases(drawn, tmp_path):
+    """#59 item 6: each point's marker is its run's needle phase, so a dip at offsets 2, 6, 10 reads
+    as the phase it is in that run (here phase 1 in run b, whose offsets start at phase 3)."""
+    curves = {
+        "a": ([0, 1, 2, 3], [0.5, 0.6, 0.4, 0.6], [0, 1, 2, 3]),
+        "b": ([0, 1, 2, 3], [0.5, 0.6, 0.4, 0.6], [3, 0, 1, 2]),
+    }
+    figures.offset_overlay(curves, tmp_path / "offsets.png")
+    ax = drawn[0].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["a", "b", "phase 0", "phase 1", "phase 2", "phase 3"]
+    dips = [line.get_marker() for line in ax.lines if list(line.get_xdata()) == [2]]
+    assert dips == [figures.PHASE_MARKERS[2], figures.PHASE_MARKERS[1]]
+
+
 def test_compare_figures_are_saved_as_svg_too(tmp_path):
     figures.offset_overlay({"a": ([0, 1, 2], [0.5, 0.6, 0.7])}, tmp_path / "offsets.png")
     figures.gap_forest([("a", 5.0, [1.0, 9.0]), ("b", None, None)], tmp_path / "gaps.png")

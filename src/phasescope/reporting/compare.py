@@ -63,9 +63,11 @@ def run_labels(paths: list[Path], labels: list[str] | None) -> list[str]:
     return names
 
 
-def offset_curve(run: ComparedRun) -> tuple[list[int], list[float]]:
-    """Accuracy at each offset (metrics.json is current: ``compared_runs`` recomputes an older one)."""
-    return list(run.metrics.offsets), list(run.metrics.accuracy_by_offset)
+def offset_curve(run: ComparedRun) -> tuple[list[int], list[float], list[int | None]]:
+    """Accuracy and the needle's phase at each offset (metrics.json is current: ``compared_runs``
+    recomputes an older one); the phase is None where an offset holds several."""
+    m = run.metrics
+    return list(m.offsets), list(m.accuracy_by_offset), list(m.phase_by_offset or [None] * len(m.offsets))
 
 
 def phase_cell(metrics: Metrics, phase: int, compact: bool = False) -> str:

@@ -40,12 +40,17 @@ def factor_effects(metrics: Metrics, path: Path) -> bool:
     if not tests:
         return False
     claimed = set(metrics.verdict.claims)
-    fig, axes = plt.subplots(1, len(tests), figsize=(3.2 * len(tests) + 0.6, 3.2), squeeze=False, sharey=True)
+    columns = min(2, len(tests))  # two panels a row: three side by side were 1,100 px wide
+    rows = -(-len(tests) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.7 * columns + 0.5, 2.9 * rows), squeeze=False, sharey=True)
     align = (metrics.factors or {}).get("align", 0)
-    for ax, test in zip(axes[0], tests, strict=True):
+    for ax, test in zip(axes.flat, tests, strict=False):
         _panel(ax, test, metrics.step, f"factor:{test['name']}" in claimed, align)
-    axes[0][0].set_ylabel("effect (pp) vs the mean of all residues")
-    fig.suptitle("the effect by each factor's phase (claimed factor first; bars: 95% CI)", fontsize=9)
+    for ax in list(axes.flat)[len(tests) :]:
+        ax.set_axis_off()
+    for row in axes:
+        row[0].set_ylabel("effect (pp) vs the mean\nof all residues", fontsize=8)
+    fig.suptitle("the effect by each factor's phase\n(claimed factor first; bars: 95% CI)", fontsize=9)
     _save(fig, path)
     return True
 

@@ -73,7 +73,7 @@ def phase_accuracy(metrics: Metrics, path: Path, title: str = "") -> None:
     spans = ([_span(acc, err)] if rows else []) + ([_span(y, y_err)] if adjusted else [])
     low, high = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else (0.0, 1.0)
     dots = _unit_window(low, high)[0] > 0  # the axis is cut above 0: bars would exaggerate differences
-    fig, ax = plt.subplots(figsize=(7, 3.4))
+    fig, ax = plt.subplots(figsize=(5.2, 3.9))
     label = "raw, 95% CI by content" if err is not None else "raw (no interval: too few contents)"
     handles = _phase_bars(ax, metrics, phases, acc, err, label + ("; dots: axis cut above 0" if dots else ""), dots)
     if adjusted:
@@ -112,7 +112,7 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
     offsets = metrics.offsets
     acc = np.array([np.nan if a is None else a for a in metrics.accuracy_by_offset], dtype=float)
     period = metrics.period.detected
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    fig, ax = plt.subplots(figsize=(5.4, 4.4))
     if period:
         for start in range(min(offsets), max(offsets) + 1, 2 * period):
             ax.axvspan(start - 0.5, start + period - 0.5, color=PERIOD, alpha=0.12)
@@ -134,7 +134,7 @@ def offset_accuracy(metrics: Metrics, path: Path) -> None:
     if period and metrics.period.kind == "other":
         label = f"a period-{period} pattern, not the step"
     ax.set_title(f"accuracy over offsets ({label}; shaded: alternate periods)", fontsize=9)
-    _read_me(ax, READ_OFFSETS.format(n=metrics.n_contents), 120)
+    _read_me(ax, READ_OFFSETS.format(n=metrics.n_contents), 95)
     _save(fig, path)
 
 
@@ -166,11 +166,14 @@ ALPHA_LINE = 0.05
 
 
 def _read_me(ax, text: str, width: int) -> None:
-    """``text`` under the x label, left-aligned with the axes (the tight crop keeps it)."""
+    """``text`` under the x label (under the legend when it sits below the axes), left-aligned with
+    the axes (the tight crop keeps it)."""
+    legend = ax.get_legend()
+    above = legend if legend is not None and legend.get_bbox_to_anchor().y0 < ax.bbox.y0 else ax.xaxis.label
     ax.annotate(
         textwrap.fill(text, width),
         (0, 0),
-        xycoords=("axes fraction", ax.xaxis.label),
+        xycoords=("axes fraction", above),
         xytext=(0, -4),
         textcoords="offset points",
         va="top",
@@ -239,7 +242,9 @@ def _period_title(metrics: Metrics, claimed: int | None) -> str:
     if claimed is None:
         raw, held = metrics.period.p_value, adjusted.get("period")
         if raw is not None and raw < ALPHA_LINE and held is not None:  # the test alone passes, the family not
-            return f"no period claimed: period test {p_text(raw)},\n{p_text(held)} sharing alpha with the verdict's tests"
+            return (
+                f"no period claimed: period test {p_text(raw)},\n{p_text(held)} sharing alpha with the verdict's tests"
+            )
         return "no period claimed"
     kind = "multiple" if metrics.period.kind == "multiple" and claimed == metrics.period.detected else "period"
     p = adjusted.get(kind)
@@ -257,7 +262,7 @@ def margin_by_phase(metrics: Metrics, path: Path) -> None:
     else:
         rows = [(r.phase, r.mean_margin, None) for r in metrics.phases if r.mean_margin is not None]
         outcome = "margin"
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    fig, ax = plt.subplots(figsize=(5.2, 3.7))
     if not rows:  # no record carries a log-prob (answers read as text only): say so, not an empty axis
         ax.set_axis_off()
         ax.text(0.5, 0.5, "log-prob margin not drawn: no record carries log-probs", ha="center", fontsize=8)
@@ -374,9 +379,20 @@ class UnitTicks(MaxNLocator):
 
 
 def _legend(ax, handles: list) -> None:
-    """Outside the axes, right of the 0-1 strip: a data-scaled axis has no empty corner."""
+    """Below the axes (a data-scaled axis has no empty corner), so the figure stays as narrow as
+    its axes and scales down to a phone's width with nothing off-screen (#59 item 4)."""
     if handles:
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.17, 1), frameon=False)
+        ax.legend(handles=handles, fontsize=7, loc="upper center", frameon=False, ncol=min(2, len(handles)),
+                  **_below_axes(ax))  # fmt: skip
+
+
+def _below_axes(ax, points: float = 30) -> dict:
+    """``legend`` arguments that put it ``points`` under the axes' bottom, below the tick labels
+    and the x label whatever the axes' height (an axes fraction moved with it)."""
+    from matplotlib.transforms import offset_copy
+
+    return {"bbox_to_anchor": (0.5, 0), "bbox_transform": offset_copy(ax.transAxes, fig=ax.figure, y=-points,
+                                                                       units="points")}  # fmt: skip
 
 
 def ablation_heatmap(ablation: dict, path: Path) -> None:
@@ -413,7 +429,7 @@ def preference_weights(prefs: dict, path: Path, comparison: dict | None = None) 
     with ``comparison`` (inspect.preferences.compare_with_run), per-phase accuracy beside the
     mean weight per phase."""
     panels = 2 if comparison else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.6), squeeze=False)
+    fig, axes = plt.subplots(panels, 1, figsize=(5.4, 3.6 * panels), squeeze=False)  # stacked: a phone's width
     ax = axes[0][0]
     series = [
         (layer, h) for layer in prefs["layers"] if layer["effective"] for h in range(len(layer["effective"]["mean"]))
@@ -434,7 +450,7 @@ def preference_weights(prefs: dict, path: Path, comparison: dict | None = None) 
     ax.set_title("learned position preferences")
     ax.legend(fontsize=7)
     if comparison:
-        ax2 = axes[0][1]
+        ax2 = axes[1][0]
         ax2.plot(comparison["phases"], comparison["accuracy"], "o-", color="C3", label="accuracy (run)")
         ax2.set_xlabel("phase")
         ax2.set_ylabel("accuracy", color="C3")
@@ -450,24 +466,38 @@ def preference_weights(prefs: dict, path: Path, comparison: dict | None = None) 
     _save(fig, path, dpi=120)
 
 
-def offset_overlay(curves: dict[str, tuple[list[int], list[float]]], path: Path) -> None:
+PHASE_MARKERS = "osD^vP*Xph"  # the needle's phase at each offset, one shape per phase (at most 10 told apart)
+
+
+def offset_overlay(curves: dict[str, tuple], path: Path) -> None:
     """Accuracy over offsets of several runs in one figure (``phasescope compare``): label ->
-    (offsets, accuracy at each)."""
-    fig, ax = plt.subplots(figsize=(7, 3.4))
-    for label, (offsets, accuracy) in curves.items():
-        ax.plot(offsets, accuracy, "o-", ms=3, lw=1, label=label)
+    (offsets, accuracy at each[, the needle's phase at each]). Each point's shape is its phase, so
+    a dip is read against the runs' own phases (offset 2 is phase 2 in one run, 1 in another)."""
+    fig, ax = plt.subplots(figsize=(5.4, 3.9))
+    phases_seen: set[int] = set()
+    for i, (label, (offsets, accuracy, *rest)) in enumerate(curves.items()):
+        color = f"C{i % 10}"
+        ax.plot(offsets, accuracy, "-", lw=1, color=color, label=label)
+        phases = rest[0] if rest else [None] * len(offsets)
+        for x, y, phase in zip(offsets, accuracy, phases, strict=True):
+            marker = "o" if phase is None else PHASE_MARKERS[phase % len(PHASE_MARKERS)]
+            ax.plot([x], [y], marker, ms=4, color=color)
+            phases_seen |= set() if phase is None else {phase}
+    for phase in sorted(phases_seen):
+        ax.plot([], [], PHASE_MARKERS[phase % len(PHASE_MARKERS)], ms=4, color="black", label=f"phase {phase}")
     ax.set_xlabel("offset d")
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.03, 1.05)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the curves fill the axes
-    ax.set_title("accuracy over offsets, all runs", fontsize=9)
+    # below: the curves fill the axes, and a legend beside them widened the figure past a phone's screen
+    ax.legend(fontsize=7, loc="upper center", frameon=False, ncol=2, **_below_axes(ax))
+    ax.set_title("accuracy over offsets, all runs (marker: the needle's phase)", fontsize=9)
     _save(fig, path)
 
 
 def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: Path) -> None:
     """Drift-adjusted phase gap of each run with its 95% interval, one row per run, first run on
     top (``phasescope compare``): (label, gap pp or None, [low, high] or None: a bare dot)."""
-    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.45 * len(rows)))
+    fig, ax = plt.subplots(figsize=(5.4, 1.2 + 0.45 * len(rows)))
     ys = list(range(len(rows)))[::-1]
     for y, (_, gap, ci) in zip(ys, rows, strict=True):
         if gap is None:
@@ -484,7 +514,7 @@ def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: P
     _save(fig, path)
 
 
-def _save(fig, path: Path, dpi: int = 110) -> None:
+def _save(fig, path: Path, dpi: int = 100) -> None:
     """PNG for the pages, SVG beside it (same stem) for print and zoom; both cropped to what is
     drawn (bbox_inches="tight") so labels, legends and captions outside the axes are never cut."""
     refuse_link(path.parent)  # RUN/figures as a link would send the figures elsewhere

@@ -242,8 +242,9 @@ PAGE_STYLE = (  # report.html and compare.html: readable from 400 px (tables scr
     "radial-gradient(farthest-side at 0 50%,#0003,#0000),radial-gradient(farthest-side at 100% 50%,#0003,#0000) 100% 0;"
     "background-repeat:no-repeat;background-size:40px 100%,40px 100%,14px 100%,14px 100%;"
     "background-attachment:local,local,scroll,scroll}"
-    # on a phone a figure keeps a readable width and scrolls, rather than shrink its text away
-    "@media (max-width:640px){figure{display:block;overflow-x:auto}figure img{max-width:none;width:600px}}"
+    # on a phone a figure scales to the screen: figures are drawn at most ~560 px wide, legends below
+    # the axes, so at 400 px their text stays at 60% or more of its drawn size and nothing is off-screen
+    "@media (max-width:640px){figure{display:block;margin:4px 0}}"
 )
 
 
