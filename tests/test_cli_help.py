@@ -20,8 +20,9 @@ COMMANDS = sorted(CLI.commands)
 NO_OPTIONS = {"schemes", "backends", "recipes", "report"}
 
 
-def help_text(*args: str) -> str:
-    result = runner.invoke(app, [*args, "--help"], env=ENV, terminal_width=WIDTH)
+def help_text(*args: str, flag: str = "--help", width: int = WIDTH) -> str:
+    env = ENV | {"COLUMNS": str(width)}
+    result = runner.invoke(app, [*args, flag], env=env, terminal_width=width)
     assert result.exit_code == 0, result.output
     return ANSI.sub("", result.output)
 
@@ -33,13 +34,25 @@ def options(name: str) -> list:
     return found
 
 
+def test_sweep_help_shows_the_common_options_on_a_screen_and_the_rest_one_flag_away():
+    """#59 item 7: `sweep --help` was 331 lines at 80 columns; the common options now fit a screen,
+    and --help-all shows every option."""
+    common = help_text("sweep", width=80)
+    assert len(common.splitlines()) <= 66 and "--help-all" in common
+    for flag in ("--model", "--probe", "--samples", "--design", "--step", "--offsets", "--out", "--tokenizer"):
+        assert flag in common
+    assert "--batch-size" not in common and "--concurrency" not in common
+    every = help_text("sweep", flag="--help-all", width=80)
+    assert "--batch-size" in every and "--concurrency" in every and "--ray-address" in every
+
+
 def test_sweep_help_groups_its_options_into_panels_in_order():
-    text = help_text("sweep")
+    text = help_text("sweep", flag="--help-all")
     starts = [text.find(f"╭─ {panel} ─") for panel in SWEEP_PANELS]
     assert -1 not in starts, text
     assert starts == sorted(starts)
     ungrouped = [p.name for p in options("sweep") if not getattr(p, "rich_help_panel", None)]
-    assert ungrouped == []
+    assert ungrouped == ["help_all"]  # beside --help
 
 
 def test_ablate_help_groups_its_options_into_panels():
@@ -50,7 +63,7 @@ def test_ablate_help_groups_its_options_into_panels():
 
 
 def test_sweep_help_fits_100_columns_with_every_flag_whole():
-    text = help_text("sweep")
+    text = help_text("sweep", flag="--help-all")
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= WIDTH
     assert "…" not in text
@@ -83,7 +96,7 @@ def test_every_option_of_every_command_has_help(name):
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_help_exits_0_and_fits_100_columns(name):
-    text = help_text(name)
+    text = help_text(name, flag="--help-all" if name == "sweep" else "--help")
     assert f" {name} [OPTIONS]" in text
     assert max(len(line) for line in text.splitlines()) <= WIDTH
     for param in options(name):
@@ -127,5 +140,5 @@ def test_sweep_help_names_every_registered_probe():
     from phasescope.probes import probe_forms
 
     flat = " ".join(help_text("sweep").replace("│", " ").split())
-    assert f"What to score: {', '.join(probe_forms())}." in flat
+    assert f"What to score: {', '.join(probe_forms())};" in flat
     assert "prompts:FILE.jsonl" in probe_forms() and "kv-retrieval" in probe_forms()

@@ -40,11 +40,9 @@ DESIGN_MOVES = {
     "crossed": ("needle", "end", "distance"),  # needle moves, the end by its own draw: all three separable
 }
 DESIGN_HELP = (
-    "Placement: shift-needle (the needle moves, length fixed), pad-prefix (d filler tokens after BOS: "
-    "everything moves), shift-end (d filler tokens before the question: the prompt end moves, the needle "
-    "stays) or crossed (the needle moves by d and the prompt end by its own balanced draw of 0..2P-2 tokens, "
-    "P = the longest period tested, 8 at step 4, so every content is seen at every pair of needle phase and "
-    "prompt-end phase)."
+    "Placement: shift-needle (the needle moves), pad-prefix (everything moves), shift-end (the prompt end "
+    "moves) or crossed (the needle and the prompt end move apart, so the factor tests can tell which one an "
+    "effect follows). docs/sweeps.md, 'Where the phase lives'."
 )
 
 

@@ -33,9 +33,8 @@ def device_option():
 def tokenizer_option():
     return model_option(
         None,
-        "Tokenizer: a directory, or deepseek-v4 / qwen3 (shipped by packages, no download). openai: the served "
-        "model's (prompts are tokenized here, sent as ids); hf: replaces the directory's own; phasescope model: the "
-        "one whose ids it was trained on (for text probes).",
+        "Tokenizer: a directory, or deepseek-v4 / qwen3 (shipped, no download). openai: the served model's "
+        "(prompts are tokenized here); hf: replaces the model's own.",
         metavar="TOKENIZER",
         measured=True,  # the ids every prompt is made of
     )

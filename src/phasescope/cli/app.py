@@ -206,15 +206,59 @@ def paragraphs(text: str) -> str:
     return "\n\n".join(" ".join(block.split()) for block in inspect.cleandoc(text).split("\n\n"))
 
 
-def with_options(table: dict[str, tuple[type, object]]):
+def _show_every_option(ctx: typer.Context, value: bool) -> None:
+    """``--help-all``: the command's help with the options the plain ``--help`` leaves out."""
+    if not value or ctx.resilient_parsing:
+        return
+    for param in ctx.command.params:
+        param.hidden = False
+    typer.echo(ctx.get_help(), nl=False)
+    raise typer.Exit()
+
+
+HELP_ALL = (
+    bool,
+    typer.Option(
+        False,
+        "--help-all",
+        metavar="",
+        is_eager=True,
+        expose_value=False,
+        callback=_show_every_option,
+        help="Show every option; --help shows the common ones.",
+    ),
+)
+
+
+def _hidden(option, hidden: bool):
+    """A copy of ``option`` with ``hidden`` set: other commands share the table's option objects."""
+    import copy
+
+    option = copy.copy(option)
+    option.hidden = hidden
+    return option
+
+
+def with_options(table: dict[str, tuple[type, object]], common: tuple[str, ...] | None = None):
     """Give ``fn(**given)`` the signature typer reads from a table of options, one keyword
     parameter per row (name: (type, typer.Option(...))), so a command with many options is one
-    table and a short body."""
+    table and a short body. ``common``: the options ``--help`` shows; the rest are one flag away
+    (``--help-all``), so the common ones fit a screen."""
+    if common is not None:
+        unknown = set(common) - set(table)
+        assert not unknown, f"common options not in the table: {sorted(unknown)}"
+        table = {name: (kind, _hidden(option, name not in common)) for name, (kind, option) in table.items()}
+        table |= {"help_all": HELP_ALL}
 
-    def wrap(fn):
+    def wrap(body):
         keyword = inspect.Parameter.KEYWORD_ONLY
         # fn(ctx, **given): typer passes its context (which options the user typed)
-        wants_ctx = "ctx" in inspect.signature(fn).parameters
+        wants_ctx = "ctx" in inspect.signature(body).parameters
+
+        @functools.wraps(body)
+        def fn(*args, help_all: bool = False, **given):  # --help-all acts in its callback; the body never sees it
+            return body(*args, **given)
+
         context = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
         fn.__signature__ = inspect.Signature(
             (context if wants_ctx else [])

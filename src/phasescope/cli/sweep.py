@@ -78,9 +78,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             ...,
             metavar="SPEC",
             rich_help_panel="Model",
-            help="Model to sweep: a phasescope model directory (from `phasescope train`), hf:DIR (a local "
-            "transformers causal LM) or a shipped model by name (demo:tiny-s4, demo:tiny-full, "
-            "demo:deepseek-v4-tiny); all specs: `phasescope backends`.",
+            help="Model: a phasescope model directory, hf:DIR (transformers), openai:URL#NAME (served) or "
+            "demo:NAME (shipped, e.g. demo:tiny-s4); all: `phasescope backends`.",
         ),
     ),
     "dtype": backend_option("dtype"),
@@ -95,10 +94,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             "kv-retrieval",
             metavar="PROBE",
             rich_help_panel="Probe",
-            help=f"What to score: {', '.join(probe_forms())}. "
-            'prompts: your own, one JSON object a line, {"prompt": ..., "candidates": [...], "target": i} or '
-            '{"prompt": ..., "answer": ...}, padded at {pad} or at the start; lm-eval: lm-evaluation-harness tasks '
-            "as lm-eval renders them (your YAML tasks: --include-path). See docs/sweeps.md.",
+            help=f"What to score: {', '.join(probe_forms())}; prompts: your own, one JSON object a line; "
+            "lm-eval: lm-evaluation-harness tasks (your YAML tasks: --include-path). Formats: docs/sweeps.md.",
         ),
     ),
     "samples": (
@@ -108,9 +105,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             min=1,
             metavar="N",
             rich_help_panel="Probe",
-            help="Content samples, each scored at every offset (paired); default 50. padding-completion: N "
-            "distinct (function, docstring) pairs of its built-in code prompts (at most 64, more is refused); with "
-            "--probe-file, every prompt of the file (default) or the first N.",
+            help="Content samples, each scored at every offset (paired); default 50. padding-completion: at "
+            "most 64 (its built-in code prompts); with --probe-file, every prompt of the file or the first N.",
         ),
     ),
     "design": probe_option("design"),
@@ -136,9 +132,8 @@ SWEEP_OPTIONS = {  # parameter: (type, typer option); panels group them in --hel
             None,
             metavar="D",
             rich_help_panel="Geometry",
-            help="Offsets d to place the content at: start:stop or a comma list; cover two periods of the step "
-            "or more. Default: six windows of the step, at least 24 (0:24 at step 4, 0:48 at step 8), what the "
-            "gap and the period test need to tell the phases from a drift.",
+            help="Offsets d: start:stop or a comma list. Default: six windows of the step, at least 24 (0:24 at "
+            "step 4), what the statistics need to tell the phases from a drift.",
         ),
     ),
     "local": (
@@ -307,17 +302,18 @@ RAY_OPTIONS = {  # how the sweep runs on a cluster (phasescope/scale.py): the dr
 
 
 SWEEP_EXAMPLES = (
-    "Examples: the shipped tiny model: phasescope sweep --model demo:tiny-s4 --out runs/tiny  ·  "
-    "a local DeepSeek-V4 checkpoint, its real "
-    "tokenizer: phasescope sweep --model hf:/models/dsv4 --probe kv-retrieval --out runs/dsv4 --dry-run  ·  "
-    "your prompts on a vLLM server: phasescope sweep --model openai:http://localhost:8000/v1#my-model "
-    "--tokenizer /models/my-model --step 4 --probe prompts:my.jsonl --out runs/served  ·  then: phasescope "
-    "analyze RUN; phasescope report RUN"
+    "Examples: phasescope sweep --model demo:tiny-s4 --out runs/tiny  ·  phasescope sweep --model "
+    "openai:http://localhost:8000/v1#my-model --tokenizer deepseek-v4 --step 4 --out runs/served  ·  then "
+    "phasescope analyze RUN; phasescope report RUN. Every option: --help-all."
 )
 
 
+# what `sweep --help` shows; the rest (backend, batching, served-model, Ray, resume details) after --help-all
+SWEEP_COMMON = ("model", "tokenizer", "probe", "samples", "design", "step", "offsets", "out", "dry_run")
+
+
 @command(epilog=SWEEP_EXAMPLES)
-@with_options(SWEEP_OPTIONS | RAY_OPTIONS)
+@with_options(SWEEP_OPTIONS | RAY_OPTIONS, common=SWEEP_COMMON)
 def sweep(ctx, **given) -> None:
     """Place the same content at every offset, score it, append records.jsonl (resumable)."""
     from phasescope.assemble import assemble, run_assembled
