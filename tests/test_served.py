@@ -392,8 +392,12 @@ def test_an_address_without_v1_gets_the_fix_and_a_failed_first_try_leaves_nothin
     fixed = phasescope.sweep(f"openai:{server.url}#tiny", step=4, samples=1, out=tmp_path / "r",
                              options=options(directory, concurrency=1))  # fmt: skip
     assert len(fixed.records) == 24
-    with pytest.raises(InputError, match="address changed"):  # once scored, another address is refused
+    with pytest.raises(InputError, match="no API there .*HTTP 404.* try --model"):  # said before anything is built
         phasescope.sweep(f"openai:{bare}#tiny", step=4, samples=1, out=tmp_path / "r",
+                         options=options(directory, concurrency=1))  # fmt: skip
+    other = server.url.replace("127.0.0.1", "localhost")  # the same server by another name
+    with pytest.raises(InputError, match="address changed"):  # once scored, another address is refused
+        phasescope.sweep(f"openai:{other}#tiny", step=4, samples=1, out=tmp_path / "r",
                          options=options(directory, concurrency=1))  # fmt: skip
 
 
@@ -418,6 +422,19 @@ def test_a_model_name_the_server_does_not_serve_gets_the_names_it_does(served, t
     """#59 item 9: a wrong model name under /v1 read "HTTP 404 ... does not exist" with no way on;
     the server's GET /v1/models names what it serves, and the error passes that on."""
     server = served[0]
+    start = time.monotonic()
     message = str(refused_once(served, "unknown-model", server.url, tmp_path / "r", model="tinyy"))
-    assert "HTTP 404" in message and "The model `tinyy` does not exist" in message
-    assert f"The server serves tiny: try --model openai:{server.url}#tiny" in message
+    assert f"does not serve 'tinyy'; it serves tiny: try --model openai:{server.url}#tiny" in message
+    assert time.monotonic() - start < 5 and not (tmp_path / "r").exists()  # the pre-flight: nothing built
+    from phasescope.backends.transport import Transport
+
+    server.faults = ["unknown-model"]  # a 404 from the scoring request itself names them too
+    try:
+        with pytest.raises(InputError) as err:
+            Transport(server.url, timeout=10, retries=0, backoff=0, model="tinyy").post(
+                "completions", {"model": "tinyy", "prompt": [1, 2], "max_tokens": 1}, "content 0"
+            )
+    finally:
+        server.faults = []
+    assert "The model `tinyy` does not exist" in str(err.value)
+    assert f"The server serves tiny: try --model openai:{server.url}#tiny" in str(err.value)

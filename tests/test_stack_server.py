@@ -128,7 +128,7 @@ def test_answers_must_be_teacher_forced_or_generation(tmp_path):
     args += ["--out", str(tmp_path / "r")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code != 0 and "--answers 'bogus' is invalid" in result.output
-    assert "--answers" in CliRunner().invoke(app, ["sweep", "--help"], env={"COLUMNS": "200"}).output
+    assert "--answers" in CliRunner().invoke(app, ["sweep", "--help-all"], env={"COLUMNS": "200"}).output
 
 
 def test_a_run_is_not_resumed_with_other_answers(stack, tmp_path):

@@ -403,8 +403,10 @@ def load(spec: str, options: Options) -> ServedModel:
             f"{spec}: --tokenizer is required (prompts are tokenized here and sent as ids): the served model's "
             "tokenizer directory, or deepseek-v4 / qwen3"
         )
+    served = ServedModel(url, model, options, ModelInfo(vocab_size=None))  # its info once the tokenizer is read
+    served.transport.preflight()  # before the tokenizer and the probe: a wrong address is said in seconds
     tokenizer = load_tokenizer(options.tokenizer)
-    info = ModelInfo(
+    served.info = ModelInfo(
         vocab_size=len(tokenizer),
         fingerprint=f"served:{url}#{model}",
         description=f"openai:{url}#{model}",
@@ -412,4 +414,4 @@ def load(spec: str, options: Options) -> ServedModel:
         bos_id=tokenizer.bos_token_id,
         geometry=ModelGeometry(source=SERVED),  # a server does not say how it compresses its cache
     )
-    return ServedModel(url, model, options, info)
+    return served

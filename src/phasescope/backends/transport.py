@@ -61,6 +61,41 @@ class Transport:
             return {}
         return data if isinstance(data, dict) else {}
 
+    def preflight(self) -> None:
+        """One short ``GET /models`` before any prompt is built, so a wrong address, a server that is
+        not running or a model name it does not serve is said within seconds with its fix (#59 item
+        9), not after the tokenizer, the probe and the first batch. A server that answers it
+        otherwise (no such route, an error, a timeout) is left to the scoring requests."""
+        import httpx
+
+        try:
+            answer = self.client.get(f"{self.url}/models", timeout=min(self.timeout, PREFLIGHT_TIMEOUT))
+        except httpx.ConnectError as err:
+            raise InputError(
+                f"{self.url}: nothing answers there (ConnectError: {err}): is the server running, and are its host "
+                "and port the ones in --model? Start it (e.g. `vllm serve MODEL --port 8000`) and rerun"
+            ) from None
+        except httpx.HTTPError:
+            return
+        self.answered = True
+        if answer.status_code in (401, 403):
+            raise InputError(
+                f"{self.url}: the server refused the request (HTTP {answer.status_code}): it wants an API key; put "
+                "it in the environment variable --api-key-env names (default OPENAI_API_KEY) and rerun"
+            )
+        if answer.status_code == 404 and not self.url.endswith("/v1"):
+            raise InputError(f"{self.url}: no API there (HTTP 404 on GET /models).{self._hint(404)}")
+        try:
+            data = answer.json().get("data") if answer.status_code == 200 else None
+        except (ValueError, AttributeError):
+            return
+        served = [m.get("id") for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        if served and self.model and self.model not in served:
+            raise InputError(
+                f"{self.url}: the server does not serve {self.model!r}; it serves {', '.join(served)}: try --model "
+                f"openai:{self.url}#{served[0]}"
+            )
+
     def post(self, path: str, body: dict, where: str) -> object:
         """The decoded JSON answer to ``body`` POSTed to ``url/path`` (``where``: the sweep's place,
         for messages)."""
@@ -158,6 +193,9 @@ class Transport:
             return None, late, None, None
         except httpx.TransportError as err:
             return None, f"{type(err).__name__}: {err}", None, None
+
+
+PREFLIGHT_TIMEOUT = 5.0  # seconds for the pre-flight GET /models: a live server answers in milliseconds
 
 
 def _to_stderr(text: str) -> None:
