@@ -73,7 +73,8 @@ def phase_table(metrics: Metrics, title: str) -> Table:
 def _caption() -> str:
     return (
         "* boundary phase, < worst; [95%] clustered by content (none under 10 contents); adj.: accuracy with the "
-        "drift over offsets removed; margin: log p(right) - max log p(other), nats"
+        "drift over offsets removed; effect: the phase minus the mean of all phases; margin: log p(right) - max "
+        "log p(other), nats"
     )
 
 

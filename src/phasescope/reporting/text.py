@@ -137,7 +137,8 @@ def factor_line(metrics: Metrics) -> str | None:
             size += " [{:.1f}, {:.1f}]".format(*t["range_ci_pp"])
         parts.append(f"{name} {size} ({p}{where})")
     held = [FACTORS[k].short + f" at phase {v}" for k, v in (f.get("held") or {}).items() if v is not None]
-    return "by factor (max-min phase effect): " + "; ".join(parts) + (f"; held: {', '.join(held)}" if held else "")
+    header = "by factor (max - min of each factor's phase effects in the factor model, plug-in, not the gap above): "
+    return header + "; ".join(parts) + (f"; held: {', '.join(held)}" if held else "")
 
 
 def probability_table(metrics: Metrics) -> tuple[list[str], list[list[str]]] | None:
