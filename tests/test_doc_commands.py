@@ -52,7 +52,7 @@ def test_the_docs_have_commands_of_every_main_kind():
 @pytest.mark.parametrize(("name", "args"), COMMANDS, ids=[name for name, _ in COMMANDS])
 def test_every_documented_command_parses_as_written(name, args, tmp_path, monkeypatch):
     from phasescope.cli import app
-    from phasescope.shipped import expand
+    from phasescope.shipped import TEXT_DEMO, expand, shipped_names
 
     monkeypatch.chdir(tmp_path)  # from any directory, not the repository's
     group = typer.main.get_command(app)
@@ -65,8 +65,9 @@ def test_every_documented_command_parses_as_written(name, args, tmp_path, monkey
             pytest.fail(f"{name}: {err.format_message()}")
     for value in args[1:]:
         assert "src/phasescope" not in value, f"{name}: names a file of the repository; use its shipped name"
-        if value.startswith("demo:"):
-            assert Path(expand(value).removeprefix("hf:")).is_dir(), f"{name}: no shipped model {value}"
+        if value.startswith("demo:"):  # a shipped model, or one built on first use (demo:deepseek-v4-text)
+            assert value.removeprefix("demo:") in shipped_names(), f"{name}: no shipped model {value}"
+            assert value == f"demo:{TEXT_DEMO}" or Path(expand(value).removeprefix("hf:")).is_dir(), name
 
 
 SHIPPED_SWEEPS = [(n, a) for n, a in COMMANDS if a[0] == "sweep" and any(v.startswith("demo:") for v in a)]
@@ -79,6 +80,7 @@ def test_a_documented_sweep_of_a_shipped_model_runs_from_any_directory_and_can_t
     from phasescope.cli import app
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PHASESCOPE_CACHE", str(tmp_path / "cache"))  # a model built on first use goes here
     result = CliRunner().invoke(app, [*args, "--dry-run"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, f"{name}: {result.output}"
     assert "phase gap testable" in result.output and "period test testable" in result.output, result.output

@@ -20,7 +20,9 @@ def test_a_shipped_name_is_the_spec_that_loads_it():
     assert expand("hf:demo:deepseek-v4-tiny") == f"hf:{DEMO / 'deepseek-v4-tiny'}"
     assert expand("runs/my-model") == "runs/my-model" and expand("hf:models/x") == "hf:models/x"
     for wrong in ("demo:nope", "demo:", "demo:../demo/tiny-s4"):
-        with pytest.raises(InputError, match="phasescope ships no model .* it ships deepseek-v4-tiny, tiny-full"):
+        with pytest.raises(
+            InputError, match="phasescope ships no model .* it ships deepseek-v4-text, deepseek-v4-tiny, tiny-full"
+        ):
             expand(wrong)
 
 

@@ -5,6 +5,7 @@ demo's recipes; ``assets/reproduce`` the reproduction's other checkpoints (``tra
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from phasescope.errors import InputError
@@ -14,8 +15,22 @@ DEMO = ASSETS.parent / "demo"
 PREFIX = "demo:"
 
 
+TEXT_DEMO = "deepseek-v4-text"  # untrained, built on first use from its config (backends/text_demo.py)
+
+
 def shipped_names() -> list[str]:
-    return sorted(p.name for p in DEMO.iterdir() if p.is_dir())
+    return sorted([p.name for p in DEMO.iterdir() if p.is_dir()] + [TEXT_DEMO])
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PHASESCOPE_CACHE") or Path.home() / ".cache" / "phasescope")
+
+
+def built_dir(name: str) -> Path:
+    """Where a model built on first use lives: per transformers version, whose initialisation it is."""
+    from importlib.metadata import version
+
+    return cache_root() / "demo" / f"{name}-transformers-{version('transformers')}"
 
 
 def expand(spec: str) -> str:
@@ -26,6 +41,8 @@ def expand(spec: str) -> str:
     if not (spec.startswith(PREFIX) or hf):
         return spec
     name = spec.split(PREFIX, 1)[1]
+    if name == TEXT_DEMO:  # built by the backends on first load (backends/text_demo.py)
+        return f"hf:{built_dir(name)}"
     path = DEMO / name
     if not name or name != Path(name).name or not path.is_dir():
         raise InputError(

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 from phasescope.backends.options import BackendOptions, CallableOptions
+from phasescope.backends.text_demo import ensure_built
 from phasescope.errors import InputError
 from phasescope.options import declared_in, drop, unused_flags
 from phasescope.shipped import expand
@@ -109,6 +110,7 @@ def load_spec(spec: str, options: BackendOptions | None = None):
     """Load the model a spec names, with the backend its prefix picks (``options``: that
     backend's ``Options``; None: its defaults)."""
     spec = expand(spec)
+    ensure_built(spec)
     name = spec_kind(spec)
     return kind(name).load(spec, backend_options(name, {}, options))
 
