@@ -144,7 +144,8 @@ def tiny_s8() -> TrainConfig:
     return _tiny(
         "tiny-s8",
         _s(8),
-        "s=w=8 scalar gate (the study's step), warm start (learns slowly: 35-41% at 2400 steps, still rising)",
+        "s=w=8 scalar gate (the study's step), warm start (learns slowly: 35-41% held out at 2400 steps on the "
+        "five shipped seeds, 47.5% on one more; still rising)",
         warm_start_steps=600,
     )
 
