@@ -170,6 +170,24 @@ def test_a_length_keyed_stack_is_named_by_the_crossed_design_and_located_by_comp
     paired = json.loads((tmp_path / "c" / "paired.json").read_text())
     assert paired["b_wrong_a_right"] == wrong and paired["names"] == ["healthy", "stack"]
     assert "Record by record" in (tmp_path / "c" / "compare.html").read_text()
+    assert 'alt="departures_by_cell.png"' in (tmp_path / "c" / "compare.html").read_text()  # #59 item 1
+    from phasescope.reporting.factor_figure import departures_heatmap
+
+    drawn = []  # the heatmap's values: the departures light one column, prompt length ≡ 3 mod 4
+    import matplotlib.axes
+
+    original = matplotlib.axes.Axes.imshow
+
+    def imshow(ax, values, **kw):
+        drawn.append(values)
+        return original(ax, values, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.axes.Axes, "imshow", imshow)
+        assert departures_heatmap(paired, tmp_path / "d.png")
+    rate = np.nan_to_num(drawn[0])
+    column = (3 - paired.get("align", 0)) % 4
+    assert rate[:, column].min() > 0 and np.delete(rate, column, axis=1).max() == 0
     gate = json.loads((tmp_path / "c" / "gate.json").read_text())
     assert not gate["passed"] and gate["exit_code"] == 1
     assert {c["name"]: c["passed"] for c in gate["checks"]}["answers"] is False

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from phasescope.analysis.pvalue import p_cell, p_text
 from phasescope.errors import InputError
+from phasescope.reporting.factor_figure import departures_heatmap
 from phasescope.reporting.figures import gap_forest, offset_overlay
 from phasescope.reporting.text import interval, number, page_head
 from phasescope.rundir import COMPARE_PAGE, FIGURES, PAIRED, RunDir
@@ -233,6 +234,9 @@ def write_compare(runs: list[ComparedRun], out: Path, paired: dict | None = None
     offset_overlay({run.label: offset_curve(run) for run in runs}, offsets_png)
     gap_forest(forest_rows(runs), gaps_png)
     images = [(path.name, base64.b64encode(path.read_bytes()).decode()) for path in (offsets_png, gaps_png)]
+    departures = out / FIGURES / "departures_by_cell.png"
+    if paired is not None and departures_heatmap(paired, departures):  # the paired section's own figure
+        paired = paired | {"figure": base64.b64encode(departures.read_bytes()).decode()}
     page = out / COMPARE_PAGE
     atomic_write_text(page, _page(runs, images, out, paired))
     return page
@@ -256,8 +260,12 @@ def _paired_section(paired: dict | None) -> str:
     head, rows = paired_rows(paired)
     header = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    figure = paired.get("figure")
+    image = (
+        f'<figure><img alt="departures_by_cell.png" src="data:image/png;base64,{figure}"></figure>' if figure else ""
+    )
     return (
-        f'<h2>Record by record</h2><p class="verdict">{html.escape(paired["sentence"])}</p>'
+        f'<h2>Record by record</h2><p class="verdict">{html.escape(paired["sentence"])}</p>{image}'
         f'<div class="scroll"><table>{header}{body}</table></div>'
     )
 

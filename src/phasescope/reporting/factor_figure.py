@@ -93,21 +93,51 @@ def needle_end_heatmap(metrics: Metrics, path: Path) -> bool:
     grid = (metrics.factors or {}).get("grid")
     if not grid:
         return False
-    step, align = metrics.step, (metrics.factors or {}).get("align", 0)
     accuracy = np.array([[np.nan if a is None else a for a in row] for row in grid["accuracy"]])
+    title = "accuracy by needle phase x prompt end\n(raw; each cell: accuracy, records)"
+    _cell_heatmap(100 * accuracy, np.array(grid["n"]), (metrics.factors or {}).get("align", 0), title,
+                  "accuracy (%)", "viridis", path)  # fmt: skip
+    return True
+
+
+def departures_heatmap(paired: dict, path: Path) -> bool:
+    """A paired comparison's departures (B wrong where A is right) per (needle phase, prompt length
+    mod step) cell, as a share of the cell's records; False when the records do not say where the
+    prompt ends. A column lit up is a fault keyed on the prompt's length, a row on the needle's phase."""
+    cells = paired.get("cells") or []
+    if not cells or any(c.get("end_phase") is None for c in cells):
+        return False
+    step = int(paired["step"])
+    departed, n = np.zeros((step, step)), np.zeros((step, step), dtype=int)
+    for c in cells:  # a cell per (needle, end) phase, or several (length bands): summed
+        i, j = int(c["needle_phase"]) % step, int(c["end_phase"]) % step
+        n[i, j] += int(c["n"])
+        departed[i, j] += c["b_wrong_a_right"]
+    rate = np.where(n > 0, departed / np.maximum(n, 1), np.nan)
+    a, b = paired["names"]
+    title = f"{b} wrong where {a} is right, by needle phase x prompt end\n(each cell: share of records, records)"
+    _cell_heatmap(100 * rate, n, int(paired.get("align") or 0), title, "departures (%)", "Reds", path, low=0.0)
+    return True
+
+
+def _cell_heatmap(values, counts, align: int, title: str, label: str, cmap: str, path: Path, low=None) -> None:
+    """[step, step] values (rows: needle phase; columns: prompt length mod step), each cell labelled
+    with its value and records."""
+    step = len(values)
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * step, 0.8 + 0.6 * step))
-    image = ax.imshow(100 * accuracy, cmap="viridis", aspect="auto")
+    image = ax.imshow(values, cmap=cmap, aspect="auto", vmin=low)
+    middle = np.nanmean(values) if np.isfinite(values).any() else 0.0
+    dark_high = cmap != "viridis"  # viridis is dark at its low end, the sequential maps at their high end
     for i in range(step):
         for j in range(step):
-            if np.isfinite(accuracy[i, j]):
-                light = accuracy[i, j] < np.nanmean(accuracy)  # white on the dark half of viridis
-                ax.text(j, i, f"{100 * accuracy[i, j]:.0f}%\n{grid['n'][i][j]}", ha="center", va="center",
-                        fontsize=7, color="white" if light else "black")  # fmt: skip
+            if np.isfinite(values[i, j]):
+                dark = values[i, j] > middle if dark_high else values[i, j] < middle
+                ax.text(j, i, f"{values[i, j]:.0f}%\n{counts[i][j]}", ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")  # fmt: skip
     ax.set_xticks(range(step), [str((m + align) % step) for m in range(step)])
     ax.set_yticks(range(step))
     ax.set_xlabel(f"prompt length mod {step}", fontsize=8)
     ax.set_ylabel("needle phase", fontsize=8)
-    ax.set_title("accuracy by needle phase x prompt end\n(raw; each cell: accuracy, records)", fontsize=8)
-    fig.colorbar(image, ax=ax, label="accuracy (%)", fraction=0.05)
+    ax.set_title(title, fontsize=8)
+    fig.colorbar(image, ax=ax, label=label, fraction=0.05)
     _save(fig, path)
-    return True
