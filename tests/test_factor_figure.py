@@ -90,3 +90,20 @@ def test_no_heatmap_where_the_needle_and_the_end_move_together(tmp_path):
     metrics = Metrics.from_json(analyze_arrays(records, seed=0, n_resamples=100))
     assert (metrics.factors or {}).get("grid") is None
     assert not needle_end_heatmap(metrics, tmp_path / "g.png")
+
+
+def test_a_run_of_several_length_bands_gets_its_gap_by_band_first(end_effect, tmp_path, monkeypatch):
+    """#59 item 1: a sweep over lengths (--context-tokens A,B) is read band by band; its report opens
+    with each band's gap and interval."""
+    from dataclasses import replace
+
+    from phasescope.reporting import html
+
+    bands = {"4,096 tokens": {"gap_pp": 3.0, "gap_ci_pp": [0.0, 7.0], "verdict": "no detectable phase effect"},
+             "8,192 tokens": {"gap_pp": 21.0, "gap_ci_pp": [15.0, 27.0], "verdict": "phase effect"}}  # fmt: skip
+    monkeypatch.setattr(html, "_page", lambda run_dir, metrics, spec, images: "\n".join(images))
+    monkeypatch.setattr(html.RunDir, "read_sweep", lambda self: None)
+    page = html.write_report(tmp_path, replace(end_effect, per_band=bands)).read_text()
+    assert page.index("gap_by_length_band") < page.index("factor_effects")
+    texts = [t.text for t in svg_texts(tmp_path / "figures" / "gap_by_length_band.svg")]
+    assert "phase gap per length band" in texts and "8,192 tokens" in texts

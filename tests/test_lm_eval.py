@@ -138,6 +138,7 @@ def test_analyze_gives_each_task_metric_per_phase_and_export_writes_lm_eval_json
     assert len(tables.records) == 44 * len(OFFSETS)
 
     page = phasescope.report(setup["run"]).read_text()  # report.html carries each task's own metrics
+    assert 'alt="gap_by_task.png"' in page  # #59 item 1: each task's gap, one row each
     for task, metric in (("ps_capitals", "acc_norm,none"), ("ps_phrases", "exact_match,first-word")):
         assert f"lm-eval task {task}: its metrics per phase" in page and f"<td>{metric}</td>" in page
     offset_0 = metrics.task_metrics["ps_capitals"]["acc,none"]["offset_0"]

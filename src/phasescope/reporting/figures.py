@@ -494,9 +494,10 @@ def offset_overlay(curves: dict[str, tuple], path: Path) -> None:
     _save(fig, path)
 
 
-def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: Path) -> None:
+def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: Path, of: str = "run") -> None:
     """Drift-adjusted phase gap of each run with its 95% interval, one row per run, first run on
-    top (``phasescope compare``): (label, gap pp or None, [low, high] or None: a bare dot)."""
+    top (``phasescope compare``): (label, gap pp or None, [low, high] or None: a bare dot). ``of``:
+    what a row is (a run; a length band or a task of one run's report)."""
     fig, ax = plt.subplots(figsize=(5.4, 1.2 + 0.45 * len(rows)))
     ys = list(range(len(rows)))[::-1]
     for y, (_, gap, ci) in zip(ys, rows, strict=True):
@@ -510,7 +511,7 @@ def gap_forest(rows: list[tuple[str, float | None, list[float] | None]], path: P
     ax.set_yticks(ys, [label for label, _, _ in rows], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel("drift-adjusted phase gap (pp), 95% interval")
-    ax.set_title("phase gap per run", fontsize=9)
+    ax.set_title(f"phase gap per {of}", fontsize=9)
     _save(fig, path)
 
 

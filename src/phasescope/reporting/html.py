@@ -10,7 +10,7 @@ from pathlib import Path
 from phasescope.reporting.answers import answers_section
 from phasescope.reporting.factor_figure import FIGURE as FACTOR_FIGURE
 from phasescope.reporting.factor_figure import GRID_FIGURE, factor_effects, needle_end_heatmap
-from phasescope.reporting.figures import FIGURES
+from phasescope.reporting.figures import FIGURES, gap_forest
 from phasescope.reporting.sections import figure_tag, optional_sections
 from phasescope.reporting.spec_table import spec_rows
 from phasescope.reporting.text import (
@@ -50,6 +50,11 @@ def write_report(run_dir: Path, metrics: Metrics) -> Path:
         grid = run_dir / FIGURE_DIR / GRID_FIGURE
         if needle_end_heatmap(metrics, grid):
             images.insert(at + 1, figure_tag(grid))
+    for parts, of in ((metrics.per_band, "length band"), (metrics.per_task, "task")):  # #59 item 1: by band
+        if parts:
+            path = run_dir / FIGURE_DIR / f"gap_by_{of.replace(' ', '_')}.png"
+            gap_forest([(name, t["gap_pp"], t["gap_ci_pp"]) for name, t in parts.items()], path, of=of)
+            images.insert(0, figure_tag(path))  # the verdict reads each band (task) apart: its figure first
     page = _page(run_dir, metrics, spec, images)
     out = RunDir(run_dir).report
     atomic_write_text(out, page)
