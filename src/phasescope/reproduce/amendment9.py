@@ -1,0 +1,89 @@
+"""Amendment 9 (docs/reproduction.md, committed before any model it names was trained; issue #60
+item 5): two thresholds set after the data they judged, tested on seeds trained after them.
+
+* **9a** 5c's equivalence margin (``EQUIVALENCE_PP`` = 3 pp, committed after the matched control's
+  intervals were in RESULTS.md): ``tiny-full-matched`` seeds 16, 17 and 18, judged by 5c's own
+  code (``amendment5.control_equivalence``).
+* **9b** 5a's switch to sweep accuracy (committed after period 2 was seen on all nine step-2
+  seeds): ``tiny-v4.1`` seeds 16, 17 and 18, judged by 5a's own code (``period_verdict`` on
+  ``on_sweep_accuracy`` rows: period 2 with p < alpha on every seed whose sweep accuracy is in the
+  learned band).
+
+Each seed swept as the rules sweep it (shift-needle, offsets 0..23, 256 contents). Run it (after
+``bash experiments/train_issue60.sh`` with amendment 9's list, see docs/reproduction.md)::
+
+    python -m phasescope.reproduce.amendment9 --models runs/issue60/models --out runs/issue60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from phasescope.reproduce.amendment5 import control_equivalence, on_sweep_accuracy
+from phasescope.reproduce.extended import period_verdict
+
+SEEDS = (16, 17, 18)
+CONTROL, STEP2 = "tiny-full-matched", "tiny-v4.1"
+
+
+def judge_amendment9(rows: list[dict]) -> dict:
+    swept = on_sweep_accuracy(rows)
+    return {
+        "control": control_equivalence(swept, CONTROL),
+        "step2": period_verdict(swept, (STEP2,), "9b (5a on new seeds): a step-2 compressor makes the period 2"),
+    }
+
+
+def markdown(result: dict, rows: list[dict]) -> str:
+    lines = [f"#### 9a: the matched control by 5c's 3 pp margin, new seeds: **{result['control']['verdict']}**", ""]
+    lines.append(f"{result['control']['why']}; per seed (gap pp [95%]):")
+    for r in sorted((r for r in rows if r["recipe"] == CONTROL), key=lambda r: r["seed"]):
+        lines.append(f"* seed {r['seed']}: {_gap(r)} (sweep accuracy {r['mean_accuracy']:.1%})")
+    lines += ["", f"#### 9b: step 2 on sweep accuracy (5a), new seeds: **{result['step2']['verdict']}**", ""]
+    for r in sorted((r for r in rows if r["recipe"] == STEP2), key=lambda r: r["seed"]):
+        period = "none" if r.get("period") is None else r["period"]
+        p = "withheld" if r.get("period_p") is None else f"p = {r['period_p']:.3g}"
+        lines.append(
+            f"* seed {r['seed']}: period {period} ({p}), gap {_gap(r)}, sweep accuracy {r['mean_accuracy']:.1%}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _gap(row: dict) -> str:
+    if row.get("gap_pp") is None:
+        return "withheld"
+    ci = row.get("gap_ci_pp")
+    return f"{row['gap_pp']:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+
+
+def sweep_all(models: Path, out: Path, samples: int, resamples: int) -> list[dict]:
+    from phasescope.reproduce.matrix import Entry
+    from phasescope.reproduce.run import sweep_one, trained
+
+    return [
+        sweep_one(Entry(recipe), seed, models / f"{recipe}-s{seed}", out, "plain", samples, resamples)
+        for recipe in (CONTROL, STEP2)
+        for seed in SEEDS
+        if trained(models / f"{recipe}-s{seed}")
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Sweep and judge amendment 9 (5c and 5a on new seeds).")
+    parser.add_argument("--models", type=Path, required=True, help="directory of RECIPE-sSEED training runs")
+    parser.add_argument("--out", type=Path, required=True, help="where the sweeps, amendment9.json and .md go")
+    parser.add_argument("--samples", type=int, default=256, help="contents per sweep (the rules': 256)")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per analysis")
+    args = parser.parse_args(argv)
+    rows = sweep_all(args.models, args.out, args.samples, args.resamples)
+    result = judge_amendment9(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "amendment9.json").write_text(json.dumps({"result": result, "rows": rows}, indent=1, default=str))
+    (args.out / "amendment9.md").write_text(markdown(result, rows))
+    print(markdown(result, rows))
+
+
+if __name__ == "__main__":
+    main()
