@@ -120,7 +120,7 @@ def server(quick: bool, tmp: Path, longest: int):
         from hf_models import tiny_qwen3, word_tokenizer
 
         model = tiny_qwen3(tmp / "qwen3", word_tokenizer())
-        fake = FakeVLLM(AutoModelForCausalLM.from_pretrained(model))
+        fake = FakeVLLM(AutoModelForCausalLM.from_pretrained(model), name=str(model))  # as `vllm serve PATH` names it
         try:
             yield fake.url, model
         finally:

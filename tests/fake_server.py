@@ -62,8 +62,9 @@ def _duplicated(text: str) -> str:
 
 
 class FakeVLLM:
-    def __init__(self, model):
+    def __init__(self, model, name: str = "tiny"):
         self.model = model.eval()
+        self.name = name  # the model name GET /v1/models lists (vLLM: the path or --served-model-name)
         # consumed one per request: "500", "drop", "garbage", "429", "307", "drip", or a malformed answer (MALFORMED)
         self.faults: list[str] = []
         self.token_ids_supported = True  # vLLM's logprob_token_ids; False: ignored, as by older servers
@@ -82,7 +83,7 @@ class FakeVLLM:
                 if self.path == "/version":
                     self._send(200, json.dumps({"version": "fake-vllm-1.0"}).encode())
                 elif self.path == "/v1/models":
-                    data = [{"id": "tiny", "object": "model", "root": "tiny-root", "max_model_len": 512}]
+                    data = [{"id": server.name, "object": "model", "root": "tiny-root", "max_model_len": 512}]
                     self._send(200, json.dumps({"object": "list", "data": data}).encode())
                 else:
                     self._send(404, b"not found")
