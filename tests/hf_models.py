@@ -54,30 +54,11 @@ def tiny_deepseek_v4(directory: Path, tokenizer=None, vocab_size: int = 64, **co
     every entry (``config``: DeepseekV4Config fields replacing the tiny defaults)."""
     from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
+    from phasescope.backends.text_demo import CONFIG
+
     torch.manual_seed(0)
-    sizes = dict(
-        hidden_size=32,
-        moe_intermediate_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        q_lora_rank=16,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
-        mlp_layer_types=["moe", "moe"],
-        layer_types=["compressed_sparse_attention", "compressed_sparse_attention"],
-        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
-        sliding_window=128,
-        o_groups=2,
-        o_lora_rank=16,
-        index_n_heads=2,
-        index_head_dim=8,
-        index_topk=65536,
-        hc_mult=2,
-        partial_rotary_factor=0.5,
-        max_position_embeddings=262144,
-    )
+    # the text demo's sizes with DeepSeek-V4's raw window of 128 and untied embeddings
+    sizes = CONFIG | dict(sliding_window=128, tie_word_embeddings=False, max_position_embeddings=262144)
     vocab = len(tokenizer) if tokenizer is not None else vocab_size
     model = DeepseekV4ForCausalLM(DeepseekV4Config(vocab_size=vocab, **(sizes | config)))
     return save(model.eval(), directory, tokenizer)

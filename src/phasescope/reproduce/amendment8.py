@@ -186,13 +186,18 @@ def sweep_all(models: Path, out: Path, samples: int, resamples: int) -> list[dic
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Sweep and judge amendment 8 (step x pooler, needle depth).")
+def runner_args(description: str, name: str, argv: list[str] | None) -> argparse.Namespace:
+    """The command line of an amendment's runner (8, 9): where its models are, where its sweeps go."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--models", type=Path, required=True, help="directory of RECIPE-sSEED training runs")
-    parser.add_argument("--out", type=Path, required=True, help="where the sweeps, rows.json and amendment8.md go")
-    parser.add_argument("--samples", type=int, default=256, help="contents per sweep (the amendment's: 256)")
+    parser.add_argument("--out", type=Path, required=True, help=f"where the sweeps, {name}.json and {name}.md go")
+    parser.add_argument("--samples", type=int, default=256, help="contents per sweep (the rules': 256)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per analysis")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = runner_args("Sweep and judge amendment 8 (step x pooler, needle depth).", "amendment8", argv)
     rows = sweep_all(args.models, args.out, args.samples, args.resamples)
     result = judge_amendment8(rows)
     args.out.mkdir(parents=True, exist_ok=True)

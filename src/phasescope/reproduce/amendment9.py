@@ -20,7 +20,6 @@ Each seed swept as the rules sweep it (shift-needle, offsets 0..23, 256 contents
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -87,12 +86,9 @@ def sweep_all(models: Path, out: Path, samples: int, resamples: int) -> list[dic
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Sweep and judge amendment 9 (5c and 5a on new seeds).")
-    parser.add_argument("--models", type=Path, required=True, help="directory of RECIPE-sSEED training runs")
-    parser.add_argument("--out", type=Path, required=True, help="where the sweeps, amendment9.json and .md go")
-    parser.add_argument("--samples", type=int, default=256, help="contents per sweep (the rules': 256)")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per analysis")
-    args = parser.parse_args(argv)
+    from phasescope.reproduce.amendment8 import runner_args
+
+    args = runner_args("Sweep and judge amendment 9 (5c and 5a on new seeds).", "amendment9", argv)
     rows = sweep_all(args.models, args.out, args.samples, args.resamples)
     result = judge_amendment9(rows)
     args.out.mkdir(parents=True, exist_ok=True)
