@@ -44,9 +44,9 @@ def test_analyze_leads_with_the_verdict_and_its_table_fits_80_columns(tmp_path):
     tmp_path.mkdir()
     out = analyze_output(write_run(tmp_path / "run"))
     lines = out.splitlines()
-    assert lines[0].startswith("verdict: phase effect ") and "at step 4 (p = " in lines[0]
+    assert lines[0].startswith("verdict: phase effect at step 4: gap ") and " (p = " in lines[0]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["verdict"]["worst_phase"] == 0 and "worst phase 0" in out.replace("\n", " ")
+    assert metrics["verdict"]["worst_phase"] == 0 and "worst phase 0" in " ".join(out.split())
     rows = [line for line in lines if re.match(r"\s*\d[*<]*\s+\d+\s+0\.\d{3} \[0\.\d{3},\d", line)]
     assert len(rows) == 4  # one line per phase: every interval on its own row's line
     # every line fits, but the path's: a path is printed whole, to copy and paste (cli.app.say_path)

@@ -315,7 +315,8 @@ def _tested(gap, ci, p, unit, fmt, m, v, dependence) -> tuple[str, str]:
             f"{step}; the step's phases differ by {gap_span} ({p_text(p)})"
         )
     if "gap" in claims:
-        text = f"phase effect {gap_span} at step {step} ({p_text(p)}); worst phase {v['worst_phase']}, best phase "
+        # "gap", as the line under it, metrics.json's gap_pp, compare's column and the null's wording call it
+        text = f"phase effect at step {step}: gap {gap_span} ({p_text(p)}); worst phase {v['worst_phase']}, best phase "
         text += f"{v['best_phase']} ({v['phase_basis']}); {_period_words(period, v)}"
         return "effect", text + (f"; {v['raw_note']}" if v.get("raw_note") else "")
     if "period" in claims or "multiple" in claims:
