@@ -71,10 +71,7 @@ class Transport:
         try:
             answer = self.client.get(f"{self.url}/models", timeout=min(self.timeout, PREFLIGHT_TIMEOUT))
         except httpx.ConnectError as err:
-            raise InputError(
-                f"{self.url}: nothing answers there (ConnectError: {err}): is the server running, and are its host "
-                "and port the ones in --model? Start it (e.g. `vllm serve MODEL --port 8000`) and rerun"
-            ) from None
+            raise InputError(_nothing_answers(self.url, f"ConnectError: {err}")) from None
         except httpx.HTTPError:
             return
         self.answered = True
@@ -89,7 +86,7 @@ class Transport:
             data = answer.json().get("data") if answer.status_code == 200 else None
         except (ValueError, AttributeError):
             return
-        served = [m.get("id") for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        served = model_ids(data)
         if served and self.model and self.model not in served:
             raise InputError(
                 f"{self.url}: the server does not serve {self.model!r}; it serves {', '.join(served)}: try --model "
@@ -110,10 +107,7 @@ class Transport:
             status, text, retry_after, location = self._send(path, body)
             wait = 0.0
             if status is None and text.startswith("ConnectError") and not self.answered:
-                raise InputError(
-                    f"{self.url}: nothing answers there ({text}; {where}): is the server running, and are its host "
-                    "and port the ones in --model? Start it (e.g. `vllm serve MODEL --port 8000`) and rerun"
-                )
+                raise InputError(_nothing_answers(self.url, f"{text}; {where}"))
             self.answered = self.answered or status is not None
             if status is None or status >= 500:
                 last = text if status is None else f"HTTP {status}: {text[:200]}"
@@ -149,8 +143,7 @@ class Transport:
         if status != 404:
             return ""
         if self.url.endswith("/v1"):
-            served = [m.get("id") for m in self.get(f"{self.url}/models").get("data") or [] if isinstance(m, dict)]
-            served = [name for name in served if isinstance(name, str)]
+            served = model_ids(self.get(f"{self.url}/models").get("data"))
             if not served or self.model in served:
                 return ""
             return f" The server serves {', '.join(served)}: try --model openai:{self.url}#{served[0]}"
@@ -193,6 +186,20 @@ class Transport:
             return None, late, None, None
         except httpx.TransportError as err:
             return None, f"{type(err).__name__}: {err}", None, None
+
+
+def model_ids(data) -> list[str]:
+    """The model names in a ``GET /v1/models`` answer's ``data`` (anything else: none)."""
+    models = data if isinstance(data, list) else []
+    return [m["id"] for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def _nothing_answers(url: str, detail: str) -> str:
+    """A refused connection before the server has answered once: nothing listens there."""
+    return (
+        f"{url}: nothing answers there ({detail}): is the server running, and are its host and port the ones in "
+        "--model? Start it (e.g. `vllm serve MODEL --port 8000`) and rerun"
+    )
 
 
 PREFLIGHT_TIMEOUT = 5.0  # seconds for the pre-flight GET /models: a live server answers in milliseconds

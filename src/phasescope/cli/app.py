@@ -223,7 +223,6 @@ HELP_ALL = (
         "--help-all",
         metavar="",
         is_eager=True,
-        expose_value=False,
         callback=_show_every_option,
         help="Show every option; --help shows the common ones.",
     ),

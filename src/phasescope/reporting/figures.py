@@ -39,6 +39,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from phasescope.analysis.pvalue import p_text
+from phasescope.analysis.verdict import ALPHA
 from phasescope.reporting.text import detected_worst, gap_title  # noqa: E402
 from phasescope.rundir.files import atomic_write_bytes, refuse_link  # noqa: E402
 from phasescope.rundir.metrics import Metrics  # noqa: E402
@@ -162,7 +163,7 @@ READ_PERIODOGRAM = (
     "line is significant at alpha = 0.05; the verdict then shares alpha with its other tests, and the title says "
     "what it claims."
 )
-ALPHA_LINE = 0.05
+ALPHA_LINE = ALPHA  # the verdict's alpha: the line a periodogram bar crosses when its test rejects
 
 
 def _read_me(ax, text: str, width: int) -> None:

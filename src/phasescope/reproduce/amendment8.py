@@ -196,14 +196,18 @@ def runner_args(description: str, name: str, argv: list[str] | None) -> argparse
     return parser.parse_args(argv)
 
 
+def write_outputs(out: Path, name: str, payload: dict, text: str) -> None:
+    """An amendment runner's results: ``name``.json (``payload``) and ``name``.md (``text``, printed too)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=1, default=str))
+    (out / f"{name}.md").write_text(text)
+    print(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = runner_args("Sweep and judge amendment 8 (step x pooler, needle depth).", "amendment8", argv)
-    rows = sweep_all(args.models, args.out, args.samples, args.resamples)
-    result = judge_amendment8(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "amendment8.json").write_text(json.dumps(result, indent=1, default=str))
-    (args.out / "amendment8.md").write_text(markdown(result))
-    print(markdown(result))
+    result = judge_amendment8(sweep_all(args.models, args.out, args.samples, args.resamples))
+    write_outputs(args.out, "amendment8", result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Each seed swept as the rules sweep it (shift-needle, offsets 0..23, 256 contents
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from phasescope.reproduce.amendment5 import control_equivalence, on_sweep_accuracy
@@ -86,15 +85,12 @@ def sweep_all(models: Path, out: Path, samples: int, resamples: int) -> list[dic
 
 
 def main(argv: list[str] | None = None) -> None:
-    from phasescope.reproduce.amendment8 import runner_args
+    from phasescope.reproduce.amendment8 import runner_args, write_outputs
 
     args = runner_args("Sweep and judge amendment 9 (5c and 5a on new seeds).", "amendment9", argv)
     rows = sweep_all(args.models, args.out, args.samples, args.resamples)
     result = judge_amendment9(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "amendment9.json").write_text(json.dumps({"result": result, "rows": rows}, indent=1, default=str))
-    (args.out / "amendment9.md").write_text(markdown(result, rows))
-    print(markdown(result, rows))
+    write_outputs(args.out, "amendment9", {"result": result, "rows": rows}, markdown(result, rows))
 
 
 if __name__ == "__main__":
