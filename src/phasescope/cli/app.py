@@ -223,6 +223,7 @@ HELP_ALL = (
         "--help-all",
         metavar="",
         is_eager=True,
+        expose_value=False,  # kept out of click's ctx.params, which the reproducing command reads back
         callback=_show_every_option,
         help="Show every option; --help shows the common ones.",
     ),
