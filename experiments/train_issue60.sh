@@ -5,6 +5,7 @@
 #   .venv/bin/python -m phasescope.reproduce.amendment8 --models runs/issue60/models --out runs/issue60
 # Extra arguments (RECIPE:SEED ...) replace the list, e.g. a spare seed 19 for a cell short of seeds, or
 # amendment 9's: tiny-full-matched:16 tiny-full-matched:17 tiny-full-matched:18 tiny-v4.1:16 tiny-v4.1:17 tiny-v4.1:18
+# amendment 10's: hf-deepseek-v4-tiny-topk16:0 hf-deepseek-v4-tiny-topk16:1 hf-deepseek-v4-tiny-topk16:2
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -85,9 +85,9 @@ def test_step_two_depth_reading_follows_the_pre_set_patterns():
     assert [(row["depth"], row["at_step"]) for row in table][-1] == (1.0, []) and table[2]["gap_mean_pp"] == 10.0
 
 
-def test_held_out_seeds_are_swept_for_amendment_7_alone():
+def test_held_out_seeds_are_swept_for_amendment_7_and_the_every_seed_summaries():
     s4 = next(e for e in MATRIX if e.recipe == "tiny-s4")
-    assert all_seeds(s4, DEFAULT_SEEDS) == [0, 1, 2, 12, 13]
+    assert all_seeds(s4, DEFAULT_SEEDS) == [0, 1, 2, 12, 13, 14, 15]  # issue #60: every seed trained
     assert all_seeds(s4, 1) == [0]  # a quick reproduction sweeps no held-out seed
     assert variants_of(s4, held_out=True) == ["plain", "crossed-24", "depth-0", "depth-0.25", "depth-0.75", "depth-1"]
     assert "kv-gaps" in variants_of(s4, held_out=False) and "crossed-24" in variants_of(s4, held_out=False)
@@ -101,3 +101,43 @@ def test_a_crossed_sweep_of_a_shipped_model_gives_each_factors_adjusted_p_and_si
     plain = sweep_one(Entry("tiny-s4"), 0, DEMO / "tiny-s4", tmp_path, "depth-1", samples=12, resamples=100)
     spec = json.loads((tmp_path / "runs" / "tiny-s4-s0-depth1" / "spec.json").read_text())
     assert plain["factors"] is None and spec["probe"]["depth"] == 1.0
+
+
+def with_bound(row, factor, ci):
+    row["factors"][factor]["range_ci_pp"] = ci
+    return row
+
+
+def test_a_reading_bounds_the_factors_it_does_not_name():
+    """Issue #60 item 2: 'below X' only when every seed puts the other factor's upper end under the
+    named factor's lower end; otherwise 'cannot be excluded up to X', X the largest upper end."""
+    rows = [crossed("tiny-s4", s, needle=0.001) for s in (0, 1, 2)]  # needle [8, 16] on every seed
+    for row, (end_hi, distance_hi) in zip(rows, [(5.0, 7.9), (3.0, 9.5), (6.5, 2.0)], strict=True):
+        with_bound(with_bound(row, "end", [0.0, end_hi]), "distance", [0.0, distance_hi])
+    others = judge_amendment7(rows)["factors"]["tiny-s4"]["others"]
+    assert others == {"end": {"bound_pp": 6.5, "below": True}, "distance": {"bound_pp": 9.5, "below": False}}
+    text = "\n".join(amendment7_lines(judge_amendment7(rows)))
+    assert "the prompt end's effect is below 6.5 pp and the distance's effect cannot be excluded up to 9.5 pp" in text
+    with_bound(rows[0], "end", None)  # a seed without an interval leaves the factor unbounded
+    assert "the prompt end's effect is not bounded" in "\n".join(amendment7_lines(judge_amendment7(rows)))
+
+
+def test_with_no_factor_named_every_factor_is_bounded_and_none_is_below():
+    rows = [with_bound(crossed("tiny-s4", s), "needle", [0.0, 3.0]) for s in (0, 1, 2)]
+    others = judge_amendment7(rows)["factors"]["tiny-s4"]["others"]
+    assert set(others) == {"needle", "end", "distance"} and not any(b["below"] for b in others.values())
+    assert others["needle"]["bound_pp"] == 3.0 and others["end"]["bound_pp"] == 16.0
+
+
+def test_the_depth_table_counts_a_multiple_whose_step_part_is_significant():
+    """Issue #60 item 4: one period rule. tiny-v4.1 seed 13 read '4, multiple, step part p = 0.001';
+    the period claims counted it, the depth table did not."""
+    from phasescope.reproduce.verdicts import periodic_at_step
+
+    rows = depth_rows("tiny-v4.1", 2, {0.0, 0.25, 0.5, 0.75, 1.0}, (0, 13))
+    multiple = {"period": 4, "period_kind": "multiple", "period_p": 0.002, "step_component_p": 0.001}
+    rows = [r | multiple if r["seed"] == 13 else r for r in rows]
+    assert all(periodic_at_step(r) for r in rows)
+    assert all(row["at_step"] == [0, 13] for row in depth_table(rows, "tiny-v4.1"))
+    weak = [r | {"step_component_p": 0.3} if r["seed"] == 13 else r for r in rows]
+    assert all(row["at_step"] == [0] for row in depth_table(weak, "tiny-v4.1"))

@@ -464,3 +464,33 @@ def test_the_margin_verdict_judges_only_seeds_above_the_band():
     v = margin_period_verdict(rows, ("a", "b", "c"))
     assert [v["entries"][r]["verdict"] for r in "abc"] == ["reproduced", "not reproduced", "inconclusive"]
     assert v["verdict"] == "not reproduced" and v["entries"]["a"]["eval_accuracy"] == [100.0] * 3
+
+
+def test_every_seed_trained_is_counted_beside_the_rules_seeds():
+    """Issue #60 item 1: seeds trained after the rules (12 on) leave the rules' verdicts alone but
+    appear beside them, in the seed table (mean, sd, range, held-out accuracy) and in the
+    mitigations' baseline."""
+    from phasescope.reproduce.results import mitigation_table, seed_table, verdict_section
+
+    rules = [seed_row(seed=s, eval_accuracy=0.6, gap_pp=g) for s, g in zip((0, 1, 2), (8.0, 9.0, 10.0), strict=True)]
+    later = [
+        seed_row(seed=12, eval_accuracy=0.62, gap_pp=4.0, held_out=True),
+        seed_row(seed=13, eval_accuracy=0.1, learned=False, gap_pp=1.0, held_out=True),
+        seed_row(seed=14, period=None, period_p=0.4, eval_accuracy=0.6, gap_pp=12.5, held_out=True),
+    ]
+    matrix = (Entry("tiny-s4", ("period",), mitigation="baseline"), Entry("tiny-s4-w8", mitigation="(a)"))
+    verdicts, every = judge(rules, matrix), judge(rules + later, matrix)
+    assert verdicts["period"]["verdict"] == "reproduced" and every["period"]["verdict"] == "inconclusive"
+    text = "\n".join(verdict_section(verdicts, every))
+    assert "* `tiny-s4`: reproduced — period = step, or a multiple" in text
+    assert "  * every seed trained (6, 12 on included): inconclusive — period = step" in text and "on 4 of 5" in text
+    assert "gap 8.7 ± 3.1, range 4.0–12.5 (seeds: 8.0, 9.0, 10.0, 4.0, 12.5) pp" in text
+    table = "\n".join(seed_table(rules + later))
+    assert "| `tiny-s4` | 6 (5) | 8.7 ± 3.1 | 4.0–12.5 |" in table
+    assert "s12* 4.0 (62.0%)" in table and "s13* 1.0 (10.0%, not learned)" in table and "s0 8.0 (60.0%)" in table
+
+    mitigation = [seed_row("tiny-s4-w8", seed=s, eval_accuracy=0.6, gap_pp=20.0 + s) for s in (0, 1, 2)]
+    for row in rules + later + mitigation:
+        row["forward_passes"] = 1
+    line = mitigation_table(rules + later + mitigation, matrix)[-1]
+    assert "(3 vs 5 seeds, p" in line  # the baseline's five learned seeds, 12 and 14 included

@@ -9,8 +9,8 @@ effects follow, read by factor, at steps 2, 4 and 8.
   are; *none* when none is. Its size: the factor's max - min phase effect with its interval. Per
   recipe: the name every counted seed gives, else *mixed*.
 * **7b** ``tiny-v4.1`` (step 2) and its control ``tiny-s4`` swept with shift-needle at depths 0,
-  0.25, 0.5 (the plain sweep), 0.75 and 1: per depth, the seeds whose detected period is the step
-  (p < alpha) and the mean gap +- sd; the pre-set reading.
+  0.25, 0.5 (the plain sweep), 0.75 and 1: per depth, the seeds periodic at the step by the one
+  period rule (``verdicts.periodic_at_step``) and the mean gap +- sd; the pre-set reading.
 * **7c** ``tiny-s8`` read by 7a's factor instead of by the longest period.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from phasescope.phases import FACTORS
 from phasescope.reproduce.matrix import DEPTH_VARIANTS, DEPTHS, LEARNED_BAND
-from phasescope.reproduce.verdicts import ALPHA
+from phasescope.reproduce.verdicts import ALPHA, periodic_at_step
 
 RECIPES = ("tiny-s4", "tiny-v4.1", "tiny-s8", "hf-deepseek-v4-tiny")
 CROSSED = ("crossed-24", "crossed-64")
@@ -44,6 +44,13 @@ def factor_name(factors: dict | None) -> str:
     return claimed[0] if len(claimed) == 1 else "several"
 
 
+def _upper(test: dict | None) -> float | None:
+    """The upper end of a factor's 95% interval of its max - min effect (simultaneous over its class
+    contrasts), pp: the largest effect the seed's data leave possible. None when not bounded."""
+    ci = (test or {}).get("range_ci_pp")
+    return None if ci is None else float(ci[1])
+
+
 def _seed_reading(row: dict) -> dict:
     factors = row.get("factors") or {}
     name = factor_name(factors)
@@ -56,23 +63,43 @@ def _seed_reading(row: dict) -> dict:
         "size_ci_pp": size.get("range_ci_pp"),
         "adjusted_p": {f: t.get("adjusted_p") for f, t in factors.items()},
         "sizes_pp": {f: t.get("range_pp") for f, t in factors.items()},
+        "upper_pp": {f: _upper(t) for f, t in factors.items()},
     }
 
 
-def factor_reading(rows: list[dict], recipe: str) -> dict:
-    """7a for one recipe: every counted seed's factor, and the recipe's (the one all give, else mixed)."""
-    crossed = [r for r in rows if r["recipe"] == recipe and r.get("variant") in CROSSED and counted(r)]
+def other_bounds(seeds: list[dict], reading: str) -> dict[str, dict]:
+    """Issue #60 item 2: how large the factors a reading does not name can be. Per factor: the largest
+    upper bound over the seeds (``bound_pp``; None when a seed has none) and whether every seed puts it
+    below the named factor's own lower bound (``below``: the data put that factor's effect under the
+    named one's, an equivalence reading with the named effect as the margin). With no factor named
+    (``none``), every factor is listed and none is "below"."""
+    out = {}
+    for factor in FACTORS:
+        if factor == reading or not any(factor in s["upper_pp"] for s in seeds):
+            continue
+        uppers = [s["upper_pp"].get(factor) for s in seeds]
+        bound = None if any(u is None for u in uppers) else max(uppers)
+        below = (
+            reading in FACTORS
+            and bound is not None
+            and all(s["size_ci_pp"] is not None and u < s["size_ci_pp"][0] for s, u in zip(seeds, uppers, strict=True))
+        )
+        out[factor] = {"bound_pp": bound, "below": below}
+    return out
+
+
+def factor_reading(rows: list[dict], recipe: str, variants: tuple[str, ...] = CROSSED) -> dict:
+    """7a for one recipe: every counted seed's factor, and the recipe's (the one all give, else mixed),
+    with how large the other factors' effects can be (``other_bounds``); from its ``variants``'
+    crossed sweeps."""
+    crossed = [r for r in rows if r["recipe"] == recipe and r.get("variant") in variants and counted(r)]
     seeds = [_seed_reading(r) for r in sorted(crossed, key=lambda r: r["seed"])]
     names = {s["factor"] for s in seeds}
     reading = "no counted seed" if not seeds else names.pop() if len(names) == 1 else "mixed"
     sizes = [s["size_pp"] for s in seeds if s["size_pp"] is not None]
     mean = float(np.mean(sizes)) if sizes and reading in FACTORS else None
-    return {"recipe": recipe, "reading": reading, "seeds": seeds, "mean_size_pp": mean}
-
-
-def _at_step(row: dict) -> bool:
-    p = row.get("period_p")
-    return p is not None and p < ALPHA and row.get("period") == row["step"]
+    return {"recipe": recipe, "reading": reading, "seeds": seeds, "mean_size_pp": mean,
+            "others": other_bounds(seeds, reading)}  # fmt: skip
 
 
 def depth_table(rows: list[dict], recipe: str) -> list[dict]:
@@ -85,7 +112,7 @@ def depth_table(rows: list[dict], recipe: str) -> list[dict]:
             {
                 "depth": depth,
                 "seeds": [r["seed"] for r in swept],
-                "at_step": [r["seed"] for r in swept if _at_step(r)],
+                "at_step": [r["seed"] for r in swept if periodic_at_step(r)],  # the one period rule
                 "withheld": [r["seed"] for r in swept if r.get("period_p") is None],  # not testable, not "no"
                 "gap_mean_pp": float(np.mean(gaps)) if gaps else None,
                 "gap_sd_pp": float(np.std(gaps, ddof=1)) if len(gaps) > 1 else None,

@@ -2,9 +2,9 @@
 (docs/reproduction.md, "Pre-registered rules", A-E):
 
 * ``post_training`` (A): per post-trained recipe, paired by seed with its base: Δgap with a t
-  interval over seeds below 0, period = step on every learned seed, and the headroom-normalised
+  interval over seeds below 0, periodic at the step (the period rule) on every learned seed, and the headroom-normalised
   gap gap / (100 − accuracy %) falling on average;
-* ``step2`` (B): period = step (2) with p < 0.05 on every learned seed of each step-2 recipe (the
+* ``step2`` (B): periodic at the step (2) by the period rule on every learned seed of each step-2 recipe (the
   period claim's test, reproduce/verdicts.py); ``step2_gap`` beside it: gap(step 2) − gap(step 4),
   Welch over seeds;
 * ``kv_specialization`` (C): a held-out KV-head contrast > 0 with Holm p < 0.05 on every learned
@@ -12,7 +12,7 @@
 * ``margin_period_verdict`` (B‴, amendment 4): the step-2 seeds above the learned band, period 2
   in the log-prob margin on every such seed;
 * ``theory`` (D): T1 gap(tiny-s2) < gap(tiny-s4), T2 gap(tiny-s4-d64) < gap(tiny-s4), Welch;
-* ``long_context`` (E): period = step on every learned seed of ``tiny-s4-long``; ``long_gap`` beside
+* ``long_context`` (E): periodic at the step on every learned seed of ``tiny-s4-long``; ``long_gap`` beside
   it: gap(tiny-s4-long) − gap(tiny-s4), descriptive.
 
 A seed counts when its model learned and its gap was reported (a statistic the analysis withheld
@@ -97,7 +97,7 @@ def post_training(rows: list[dict], recipe: str, base: str) -> dict:
         return out | {"verdict": "inconclusive", "why": f"{len(seeds)} seeds where both models learned (needs 3)"}
     testable = [p for p in periodic if p is not None]
     if delta["mean"] >= 0 or (len(testable) == len(seeds) and not any(testable)):
-        why = "the gap did not narrow (mean Δgap >= 0)" if delta["mean"] >= 0 else "period = step on no seed"
+        why = "the gap did not narrow (mean Δgap >= 0)" if delta["mean"] >= 0 else "periodic at the step on no seed"
         return out | {"verdict": "not reproduced", "why": why}
     narrowed = delta["ci_high"] is not None and delta["ci_high"] < 0
     kept = len(testable) == len(seeds) and all(testable)
@@ -110,7 +110,7 @@ def post_training(rows: list[dict], recipe: str, base: str) -> dict:
         text
         for ok, text in (
             (narrowed, "Δgap interval reaches 0"),
-            (kept, f"period = step on {sum(testable)} of {len(seeds)} seeds ({len(testable)} testable)"),
+            (kept, f"periodic at the step on {sum(testable)} of {len(seeds)} seeds ({len(testable)} testable)"),
             (headroom_delta["mean"] < 0, "the headroom-normalised gap did not fall (a ceiling effect)"),
         )
         if not ok
@@ -234,7 +234,7 @@ def stagger_own_phases(rows: list[dict], recipe: str = "tiny-s4-stagger") -> dic
 
 
 def period_verdict(rows: list[dict], recipes: tuple[str, ...], claim: str) -> dict:
-    """The period claim's test (period = step, p < alpha on every learned seed) for each recipe;
+    """The period claim's test (periodic at the step by the period rule on every learned seed) for each recipe;
     reproduced when every recipe is, not reproduced when any is not."""
     entries = {
         r: entry_verdict([x for x in rows if x["recipe"] == r and x.get("variant", "plain") == "plain"], "period")

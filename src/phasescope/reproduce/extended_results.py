@@ -26,7 +26,7 @@ def post_lines(post: dict) -> list[str]:
         lines.append(
             f"* `{recipe}` (from `{e['base']}`): {e['verdict']} — {e['why']}; Δgap "
             f"{_pp(e['delta_gap_pp'], e['delta_gap_ci_pp'])} pp (t interval over {e['paired_seeds']} paired seeds); "
-            f"period = step on {e['period_kept_seeds']} of {e['paired_seeds']}; headroom-normalised gap change "
+            f"periodic at the step on {e['period_kept_seeds']} of {e['paired_seeds']}; headroom-normalised gap change "
             f"{_f(e['delta_headroom_gap'], '+.3f')}"
         )
         lines.append("")
@@ -188,6 +188,8 @@ def intervention_lines(iv: dict) -> list[str]:
 
 
 def extended_section(ext: dict) -> list[str]:
+    from phasescope.reproduce.amendment10 import amendment10_lines
+
     lines = [
         "## The rest of the study (issue #23)",
         "",
@@ -221,6 +223,7 @@ def extended_section(ext: dict) -> list[str]:
         *amendment5_lines(ext.get("amendment_5")),
         *amendment6_lines(ext.get("amendment_6")),
         *amendment7_lines(ext.get("amendment_7")),
+        *amendment10_lines(ext.get("amendment_10")),
     ]
     return lines
 
@@ -287,7 +290,28 @@ def _factor_reading(f: dict) -> str:
         head = f"no factor's phase shows an effect on any of the {len(seeds)} seeds"
     else:
         head = f"**{f['reading']}** over the {len(seeds)} seeds"
-    return f"{head}; per seed (max - min phase effect [95%]; * held out): {listed}"
+    bounds = _bounds_words(f.get("others") or {})
+    return f"{head}{bounds}; per seed (max - min phase effect [95%]; * held out): {listed}"
+
+
+def _bounds_words(others: dict) -> str:
+    """'; the prompt end's effect is below 3.1 pp and the distance's cannot be excluded up to 7.8 pp
+    (...)': each factor a reading does not name, by ``amendment7.other_bounds``."""
+    parts = []
+    for factor, b in others.items():
+        who = f"the {FACTORS[factor].short}'s effect"
+        if b["bound_pp"] is None:
+            parts.append(f"{who} is not bounded (no interval on some seed)")
+        elif b["below"]:
+            parts.append(f"{who} is below {b['bound_pp']:.1f} pp")
+        else:
+            parts.append(f"{who} cannot be excluded up to {b['bound_pp']:.1f} pp")
+    if not parts:
+        return ""
+    return (
+        "; " + " and ".join(parts) + " (the largest upper end of the 95% interval over the seeds; "
+        "'below' when on every seed it lies under the named factor's own lower end)"
+    )
 
 
 def _depth_rows(table: list[dict]) -> list[str]:
@@ -321,7 +345,7 @@ def amendment7_lines(a7: dict | None) -> list[str]:
         lines += [
             f"`{recipe}` (shift-needle, offsets 0..23; depth 0.5 is the plain sweep):",
             "",
-            "| depth | seeds at period = step (which) | withheld: drift not separable (which) | "
+            "| depth | seeds periodic at the step (which; the period rule) | withheld: drift not separable (which) | "
             "gap pp, mean ± sd over the others |",
             "| --- | --- | --- | --- |",
             *_depth_rows(a7["depth"][recipe]),

@@ -52,7 +52,8 @@ class Entry:
     seeds: int | None = None  # shipped seeds 0..seeds-1 when more than the default 3 (amendment 5)
     amendment5_variants: tuple[str, ...] = ()  # extra sweeps amendments 5 and 6 judge (reproduce/run.py VARIANTS)
     amendment7_variants: tuple[str, ...] = ()  # extra sweeps amendment 7 judges (crossed design, depths)
-    held_out_seeds: tuple[int, ...] = ()  # amendment 7: seeds trained apart, swept for it alone
+    amendment10_variants: tuple[str, ...] = ()  # amendment 10: crossed sweeps below and above the indexer's threshold
+    held_out_seeds: tuple[int, ...] = ()  # seeds trained after the rules (12 on): amendment 7's, every-seed summaries
     baseline: str = "tiny-s4"  # a mitigation is compared with this recipe (same KV-cache bytes)
     post_of: str | None = None  # a post-trained model: swept on this base recipe's task, paired with it by seed
     samples: int | None = None  # contents per sweep, when not the reproduction's --samples
@@ -63,8 +64,15 @@ class Entry:
 
 
 HELD_OUT = (12, 13)  # amendment 7: two seeds per recipe trained by the same recipes, never shipped before it
+# issue #60 item 1: the seeds its audit trained by the same recipes' commands, shipped so that every
+# seed from 12 on is counted (amendments 8 and 9's seeds 16-19 are read in their own amendments)
+LATER = (14, 15)
 DEPTHS = (0.0, 0.25, 0.75, 1.0)  # 7b: the needle's depths swept beside the plain sweep's 0.5
 DEPTH_VARIANTS = tuple(f"depth-{d:g}" for d in DEPTHS)
+# amendment 10: context lengths below and above the tiny indexer's threshold (16 entries x step 4 = 64
+# tokens): prompts of 49-62 tokens keep every entry, prompts of 113-127 tokens keep 16 of 28-31
+THRESHOLD_CONTEXTS = (64, 128)
+THRESHOLD_VARIANTS = tuple(f"crossed-ctx{n}" for n in THRESHOLD_CONTEXTS)
 
 MATRIX = (
     # tiny-full first: --retrain starts the NoPE and 4-KV-head runs from its weights (init_from)
@@ -77,7 +85,7 @@ MATRIX = (
         ensemble=True,
         amendment5_variants=("kv-gaps-012",),
         amendment7_variants=("crossed-24", *DEPTH_VARIANTS),
-        held_out_seeds=HELD_OUT,
+        held_out_seeds=(*HELD_OUT, *LATER),
     ),
     Entry("tiny-s6", ("period",)),
     Entry(
@@ -85,15 +93,22 @@ MATRIX = (
         ("period",),
         amendment5_variants=("offsets-48", "pad-prefix-48"),
         amendment7_variants=("crossed-64",),
+        held_out_seeds=(*HELD_OUT, *LATER),
+    ),
+    Entry(
+        "hf-deepseek-v4-tiny",
+        ("period",),
+        hf=True,
+        amendment7_variants=("crossed-24",),
+        amendment10_variants=THRESHOLD_VARIANTS,  # the dense control
         held_out_seeds=HELD_OUT,
     ),
-    Entry("hf-deepseek-v4-tiny", ("period",), hf=True, amendment7_variants=("crossed-24",), held_out_seeds=HELD_OUT),
-    Entry("tiny-full-matched", ("control",)),
+    Entry("tiny-full-matched", ("control",), held_out_seeds=LATER),
     Entry("tiny-s4-nope", ("nope",)),
     Entry("tiny-s4-mean", ("mean",)),
     Entry("tiny-s4-w8", ("window",), mitigation="(a) overlapping windows w = 2s"),
     Entry("tiny-s4-channel-w8", ("window",)),
-    Entry("tiny-s4-channel"),
+    Entry("tiny-s4-channel", held_out_seeds=LATER),
     Entry("tiny-s4-L16", mitigation="(c) larger raw window L = 16"),
     Entry("tiny-s4-random-align", mitigation="(d) random alignment in training"),
     # the 4-KV-head pair has 4x tiny-s4's KV bytes and half its schedule: compared only with each other
@@ -114,10 +129,12 @@ MATRIX = (
         preferences=False,
         seeds=6,
         amendment7_variants=("crossed-24", *DEPTH_VARIANTS),
-        held_out_seeds=HELD_OUT,
+        held_out_seeds=(*HELD_OUT, *LATER),
     ),
     Entry("hf-deepseek-v4-tiny-s2", hf=True, preferences=False),
     Entry("tiny-s2", preferences=False, seeds=6),  # theory T1 (amendment 5: six seeds)
+    # amendment 10: the lightning indexer sparse past 64 tokens, read below and above that length
+    Entry("hf-deepseek-v4-tiny-topk16", hf=True, amendment10_variants=THRESHOLD_VARIANTS, preferences=False),
     Entry("tiny-s4-d64", preferences=False),  # theory T2
     # amendment 1: step 2 on a harder task (the 128-token step-2 models reach the ceiling)
     Entry("tiny-s4-512", samples=128, preferences=False),

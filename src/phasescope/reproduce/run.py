@@ -24,6 +24,8 @@ from phasescope.reproduce.matrix import (
     DEPTHS,
     LEARNED_BAND,
     MATRIX,
+    THRESHOLD_CONTEXTS,
+    THRESHOLD_VARIANTS,
     Entry,
     checkpoint_dir,
     final_eval,
@@ -51,8 +53,9 @@ def geometry(model_dir: Path, entry: Entry) -> dict:
 
 
 class Variant(NamedTuple):
-    """One sweep of a (recipe, seed): its kv gaps, phase ensemble, run-dir suffix, offsets, design
-    and the needle's depth (None: the probe's default, 0.5)."""
+    """One sweep of a (recipe, seed): its kv gaps, phase ensemble, run-dir suffix, offsets, design,
+    the needle's depth (None: the probe's default, 0.5) and the context length in tokens (None: a
+    task row's length)."""
 
     kv_gaps: tuple[int, ...]
     ensemble: bool
@@ -60,6 +63,7 @@ class Variant(NamedTuple):
     offsets: tuple[int, ...]
     design: str = "shift-needle"
     depth: float | None = None
+    context_tokens: int | None = None
 
 
 VARIANTS = {
@@ -78,13 +82,18 @@ VARIANTS = {
         name: Variant((0,), False, f"-depth{d:g}", OFFSETS, depth=d)
         for d, name in zip(DEPTHS, DEPTH_VARIANTS, strict=True)
     },
+    # amendment 10: the crossed design below and above the lightning indexer's threshold
+    **{
+        name: Variant((0,), False, f"-crossed-ctx{n}", OFFSETS, "crossed", context_tokens=n)
+        for n, name in zip(THRESHOLD_CONTEXTS, THRESHOLD_VARIANTS, strict=True)
+    },
 }
 
 
 def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str, samples: int, resamples: int):
     import phasescope
 
-    kv_gaps, ensemble, suffix, offsets, design, depth = VARIANTS[variant]
+    kv_gaps, ensemble, suffix, offsets, design, depth, context_tokens = VARIANTS[variant]
     run_dir = out / "runs" / f"{entry.recipe}-s{seed}{suffix}"
     geo = geometry(model_dir, entry)
     spec = f"hf:{model_dir}" if entry.hf else str(model_dir)
@@ -92,6 +101,8 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
     samples = entry.samples or samples
     task = probe_task(entry)
     placed = {} if depth is None else {"depth": depth}
+    if context_tokens is not None:
+        placed["context_tokens"] = context_tokens
     phasescope.sweep(
         spec,
         step=step,
@@ -108,6 +119,7 @@ def sweep_one(entry: Entry, seed: int, model_dir: Path, out: Path, variant: str,
         + (" --phase-ensemble" if ensemble else "")
         + (f" --design {design}" if design != "shift-needle" else "")
         + (f" --depth {depth:g}" if depth is not None else "")
+        + (f" --context-tokens {context_tokens}" if context_tokens is not None else "")
         + f" --out {run_dir}"
         + (f"  # Python API only: task=get_recipe({entry.post_of!r}).task" if entry.post_of else ""),
     )
@@ -254,7 +266,7 @@ def variants_of(entry: Entry, held_out: bool) -> list[str]:
     variants = ["plain"]
     if not held_out:
         variants += ["kv-gaps"] * entry.same_window + ["phase-ensemble"] * entry.ensemble
-        variants += list(entry.amendment5_variants)
+        variants += list(entry.amendment5_variants) + list(entry.amendment10_variants)
     return variants + list(entry.amendment7_variants)
 
 
@@ -384,6 +396,7 @@ def run_reproduce(
     from phasescope.reproduce.amendment5 import judge_amendment5
     from phasescope.reproduce.amendment6 import judge_amendment6
     from phasescope.reproduce.amendment7 import judge_amendment7
+    from phasescope.reproduce.amendment10 import judge_amendment10
     from phasescope.reproduce.extended import judge_extended
     from phasescope.reproduce.preferences import add_preference_rhos
     from phasescope.reproduce.results import write_results
@@ -405,9 +418,11 @@ def run_reproduce(
         "amendment_5": judge_amendment5(earlier),
         "amendment_6": judge_amendment6(earlier),
         "amendment_7": judge_amendment7(rows),
+        "amendment_10": judge_amendment10(earlier),
     }
     shown = "phasescope/assets/reproduce (shipped)" if root == ASSETS else str(root)  # no machine's path
     settings = {"checkpoints": shown, "samples": samples, "seeds": seeds}
-    write_results(out, rows, verdicts, matrix, settings, extended)
+    every_seed = judge(rows, matrix)  # issue #60: the same tests over every seed trained, beside the rules'
+    write_results(out, rows, verdicts, matrix, settings, extended, every_seed)
     console.print(f"swept and analyzed in {time.perf_counter() - began:.0f} s")
     return {"rows": rows, "verdicts": verdicts, "extended": extended}

@@ -32,6 +32,11 @@ ALPHA = 0.05
 MIN_SEEDS = 3
 
 
+# The one period rule (issue #60 item 4): every table and verdict of a reproduction that asks "is this
+# seed periodic at the step?" asks it through ``periodic_at_step``; docs/reproduction.md, "The period rule".
+PERIOD_RULE = "period = step, or a multiple of it whose step part is significant; p < 0.05"
+
+
 def periodic_at_step(row: dict) -> bool | None:
     """True / False, or None when the period p-value was withheld (not testable). A detected period
     that is a multiple of the step counts when the step's own component inside it is significant
@@ -58,10 +63,10 @@ def same_window_effect(row: dict) -> bool | None:
 
 
 TESTS = {
-    "period": (periodic_at_step, "period = step, p < 0.05"),
-    "nope": (periodic_at_step, "period = step, p < 0.05"),
-    "mean": (periodic_at_step, "period = step, p < 0.05"),
-    "window": (periodic_at_step, "period = step (not the window), p < 0.05"),
+    "period": (periodic_at_step, PERIOD_RULE),
+    "nope": (periodic_at_step, PERIOD_RULE),
+    "mean": (periodic_at_step, PERIOD_RULE),
+    "window": (periodic_at_step, f"{PERIOD_RULE} (the step, not the window)"),
     "control": (not_periodic, "no significant period (p >= 0.05)"),
     "same_window": (same_window_effect, "phase gap among same-window records, p < 0.05, interval above 0"),
 }
@@ -73,7 +78,9 @@ def spread(values: list[float]) -> str:
         return "n/a"
     if len(values) == 1:
         return f"{values[0]:.1f}"
-    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f} (seeds: {', '.join(f'{v:.1f}' for v in values)})"
+    listed = ", ".join(f"{v:.1f}" for v in values)
+    span = f"range {min(values):.1f}–{max(values):.1f}"
+    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}, {span} (seeds: {listed})"
 
 
 def entry_verdict(rows: list[dict], claim: str) -> dict:

@@ -44,6 +44,14 @@ class TrainConfig:
     # Mitigation (d): every training step draws the compressed layers' align uniformly from
     # [0, step), so no entry boundary is fixed during training; evaluation uses scheme.align.
     random_align: bool = False
+    # transformers' DeepseekV4 only (issue #60 item 6): the lightning indexer keeps ``index_topk``
+    # compressed entries per query (0: every entry, as the earlier recipes), so past index_topk x step
+    # tokens attention is sparse. ``indexer_loss`` weighs its own objective (a KL to the main
+    # attention, train/indexer.py; 0: none, and the indexer learns nothing), dense (every entry kept)
+    # for the first ``indexer_dense_steps`` steps, as DeepSeek warms its indexer up.
+    index_topk: int = 0
+    indexer_loss: float = 0.0
+    indexer_dense_steps: int = 0
     eval_every: int = 200
     eval_batches: int = 8
     checkpoint_every: int = 200
@@ -64,7 +72,7 @@ class TrainConfig:
                 getattr(self, name),
                 ">= 1",
             )
-        for name in ("warmup_steps", "warm_start_steps", "seed", "threads"):
+        for name in ("warmup_steps", "warm_start_steps", "seed", "threads", "index_topk", "indexer_dense_steps"):
             need(
                 isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
                 name,
@@ -106,6 +114,16 @@ class TrainConfig:
             need(
                 self.model.n_kv_heads >= 2, "model.n_kv_heads", self.model.n_kv_heads, ">= 2 when scheme.stagger is on"
             )
+        need(
+            is_finite_number(self.indexer_loss) and 0 <= self.indexer_loss <= 100,
+            "indexer_loss",
+            self.indexer_loss,
+            "a number in [0, 100]",
+        )
+        if self.arch == "phasescope":
+            for name in ("index_topk", "indexer_loss", "indexer_dense_steps"):
+                value = getattr(self, name)
+                need(not value, name, value, "0 unless arch=hf-deepseek-v4 (the model with the indexer)")
         if self.arch != "phasescope":
             need(not self.random_align, "random_align", self.random_align, "false with arch=hf-deepseek-v4")
         need(

@@ -13,7 +13,8 @@ from phasescope.train.config import TrainConfig
 
 def hf_deepseek_v4_config(cfg: TrainConfig):
     """A tiny DeepseekV4Config mirroring the recipe: every layer CSA with compress rate = step
-    (transformers fixes w = 2s), raw sliding window = L, top-k above any entry count."""
+    (transformers fixes w = 2s), raw sliding window = L, the indexer's top-k the recipe's
+    ``index_topk`` (0: the row length, above any entry count, so every entry is kept)."""
     from transformers import DeepseekV4Config
 
     m, s = cfg.model, cfg.scheme
@@ -42,7 +43,7 @@ def hf_deepseek_v4_config(cfg: TrainConfig):
         o_lora_rank=m.d_model,
         index_n_heads=2,
         index_head_dim=m.head_dim,
-        index_topk=cfg.task.seq_len,
+        index_topk=cfg.index_topk or cfg.task.seq_len,
         hc_mult=1,
         partial_rotary_factor=1.0,
         bos_token_id=1,

@@ -42,6 +42,7 @@ from phasescope.rundir.files import (
 )
 from phasescope.train.checkpoint import check_optimizer_steps, checked_step, load_checkpoint, save_checkpoint
 from phasescope.train.config import TrainConfig
+from phasescope.train.indexer import IndexerObjective, dense_indexer
 from phasescope.train.init import aligned, init_weights, random_alignment, resolve_init, write_init_record
 from phasescope.train.models import build_model, hf_deepseek_v4_config, model_config_of
 
@@ -373,6 +374,7 @@ def _loop(cfg, out, ddp, wrapped, logger, bar, done: Done, stop_at) -> dict:
     rows = slice(ddp.rank, None, ddp.world)
     tokens_per_step = cfg.batch_size * cfg.task.seq_len
     model, optimizer, compressed, last_eval = done.model, done.optimizer, done.compressed, {}
+    objective = IndexerObjective(model.hf) if cfg.indexer_loss else None  # the indexer's own loss (#60)
     tick = time.perf_counter()
     for step in range(done.steps, cfg.steps):
         if step == cfg.warm_start_steps and not compressed:
@@ -381,10 +383,14 @@ def _loop(cfg, out, ddp, wrapped, logger, bar, done: Done, stop_at) -> dict:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(cfg, step)
         batch = sample_batch(cfg.task, cfg.batch_size, np.random.default_rng([cfg.seed, step]))
-        with training_alignment(cfg, model, step, compressed):
+        indexer_kl = None
+        with training_alignment(cfg, model, step, compressed), indexer_stage(cfg, model, step):
             loss = batch_loss(wrapped, *to_torch(batch, rows))
+            if objective is not None:
+                indexer_kl = objective.loss()
+        total = loss if indexer_kl is None else loss + cfg.indexer_loss * indexer_kl
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         loss_value = _mean_over_ranks(loss.detach(), ddp)
         _check_finite(loss_value, float(grad_norm), step, out)  # before the step: the weights stay good
@@ -400,6 +406,8 @@ def _loop(cfg, out, ddp, wrapped, logger, bar, done: Done, stop_at) -> dict:
             "tokens_per_s": tokens_per_step / max(elapsed, 1e-9),
             "compressed": compressed,
         }
+        if indexer_kl is not None:
+            record["indexer_kl"] = _mean_over_ranks(indexer_kl.detach(), ddp)
         if finished % cfg.eval_every == 0 or finished == cfg.steps:
             last_eval = evaluate(cfg, model, cfg.eval_batches)
             record.update(last_eval)
@@ -420,6 +428,13 @@ def _checkpoint(out: Path, step: int, model, optimizer, compressed: bool) -> Pat
     config = model_config_of(model)  # None for a transformers model (its checkpoints are not sweepable)
     state = {"compressed": compressed}
     return save_checkpoint(out, step, model, optimizer, state, model_config=config and config.to_dict())
+
+
+def indexer_stage(cfg: TrainConfig, model, step: int):
+    """The indexer keeps every entry during its dense warm-up (``indexer_dense_steps``), then its top-k."""
+    if step >= cfg.indexer_dense_steps:
+        return contextlib.nullcontext()
+    return dense_indexer(model.hf)
 
 
 def training_alignment(cfg: TrainConfig, model, step: int, compressed: bool):

@@ -1,0 +1,181 @@
+"""Amendment 10 (docs/reproduction.md, committed before any model it names was trained; issue #60
+item 6): the lightning indexer's threshold.
+
+``hf-deepseek-v4-tiny-topk16`` (transformers' DeepseekV4 keeping 16 compressed entries per query, so
+sparse past 64 tokens, its indexer trained on its own KL) and its dense control
+``hf-deepseek-v4-tiny`` (every entry kept), seeds 0, 1 and 2 of each, swept with ``--design
+crossed`` at ``--context-tokens 64`` (below: prompts of 49-62 tokens) and ``128`` (above: 113-127
+tokens). A seed counts when its held-out accuracy is at or above the rules' floor (amendment 7).
+
+* **10a** the period: periodic at the step by the one period rule (``verdicts.periodic_at_step``)
+  on every counted seed of the indexer recipe, at both lengths.
+* **10b** the gap: the indexer recipe's gap above minus below, against the control's (Welch over
+  seeds, 95%): *widens* when the interval lies above 0, *narrows* below 0, otherwise *no change
+  shown*, with the largest change the interval leaves possible.
+* **10c** the factor: amendment 7a's reading (``amendment7.factor_reading``) at each length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phasescope.analysis.intervals import welch_difference
+from phasescope.reproduce.amendment7 import counted, factor_reading
+from phasescope.reproduce.matrix import THRESHOLD_CONTEXTS, THRESHOLD_VARIANTS
+from phasescope.reproduce.verdicts import MIN_SEEDS, PERIOD_RULE, periodic_at_step
+
+INDEXER, CONTROL = "hf-deepseek-v4-tiny-topk16", "hf-deepseek-v4-tiny"
+SEEDS = (0, 1, 2)
+BELOW, ABOVE = THRESHOLD_VARIANTS
+REAL_THRESHOLDS = (
+    "DeepSeek-V4 keeps 512 compressed entries per query at step 4, so its attention turns sparse past 2,048 "
+    "tokens; V4.1's candidate filter (blocks of 8) starts past 16,384 positions."
+)
+
+
+def _swept(rows: list[dict], recipe: str, variant: str) -> list[dict]:
+    mine = [r for r in rows if r["recipe"] == recipe and r.get("variant") == variant and r["seed"] in SEEDS]
+    return sorted((r for r in mine if counted(r)), key=lambda r: r["seed"])
+
+
+def period_reading(rows: list[dict]) -> dict:
+    """10a: per length, the counted seeds periodic at the step; *holds* when every counted seed is at
+    both lengths (at least MIN_SEEDS), *fails* when a testable seed is not, else *inconclusive*."""
+    per_length, verdicts = {}, []
+    for variant in THRESHOLD_VARIANTS:
+        swept = _swept(rows, INDEXER, variant)
+        outcomes = {r["seed"]: periodic_at_step(r) for r in swept}
+        per_length[variant] = outcomes
+        if any(o is False for o in outcomes.values()):
+            verdicts.append("fails")
+        elif len(swept) < MIN_SEEDS or any(o is None for o in outcomes.values()):
+            verdicts.append("inconclusive")
+        else:
+            verdicts.append("holds")
+    verdict = "fails" if "fails" in verdicts else "inconclusive" if "inconclusive" in verdicts else "holds"
+    return {"verdict": verdict, "per_length": per_length}
+
+
+def _changes(rows: list[dict], recipe: str) -> dict[int, float]:
+    """seed -> gap above minus gap below (pp), for the seeds counted and read at both lengths."""
+    below = {r["seed"]: r.get("gap_pp") for r in _swept(rows, recipe, BELOW)}
+    above = {r["seed"]: r.get("gap_pp") for r in _swept(rows, recipe, ABOVE)}
+    return {s: above[s] - below[s] for s in sorted(below.keys() & above.keys()) if None not in (below[s], above[s])}
+
+
+def gap_reading(rows: list[dict]) -> dict:
+    """10b: the change of the gap across the threshold, the indexer recipe's against the control's."""
+    mine, control = _changes(rows, INDEXER), _changes(rows, CONTROL)
+    d = welch_difference(list(mine.values()), list(control.values()))
+    if min(len(mine), len(control)) < MIN_SEEDS or d["ci_low"] is None:
+        reading = "inconclusive"
+    elif d["ci_low"] > 0:
+        reading = "widens"
+    elif d["ci_high"] < 0:
+        reading = "narrows"
+    else:
+        reading = "no change shown"
+    largest = None if d["ci_low"] is None else max(abs(d["ci_low"]), abs(d["ci_high"]))
+    return {"reading": reading, "indexer_pp": mine, "control_pp": control, "welch": d, "largest_pp": largest}
+
+
+def accuracy(rows: list[dict]) -> dict:
+    """Mean sweep accuracy (%) over counted seeds, per recipe and length."""
+    out = {}
+    for recipe in (INDEXER, CONTROL):
+        for variant in THRESHOLD_VARIANTS:
+            values = [100 * r["mean_accuracy"] for r in _swept(rows, recipe, variant)]
+            out[f"{recipe} {variant}"] = float(np.mean(values)) if values else None
+    return out
+
+
+def judge_amendment10(rows: list[dict]) -> dict | None:
+    if not any(r["recipe"] == INDEXER and r.get("variant") in THRESHOLD_VARIANTS for r in rows):
+        return None  # nothing of amendment 10 was swept (a quick reproduction)
+    return {
+        "period": period_reading(rows),
+        "gap": gap_reading(rows),
+        "factor": {v: factor_reading(rows, INDEXER, (v,)) for v in THRESHOLD_VARIANTS},
+        "control_factor": {v: factor_reading(rows, CONTROL, (v,)) for v in THRESHOLD_VARIANTS},
+        "accuracy": accuracy(rows),
+        "seeds": seed_table(rows),
+    }
+
+
+def _pp(value) -> str:
+    return "n/a" if value is None else f"{value:+.1f}"
+
+
+def amendment10_lines(a10: dict | None) -> list[str]:
+    from phasescope.reproduce.extended_results import _factor_reading
+
+    if not a10:
+        return []
+    below, above = THRESHOLD_CONTEXTS
+    gap, period = a10["gap"], a10["period"]
+    w = gap["welch"]
+    interval = "" if w["ci_low"] is None else f" [{w['ci_low']:+.1f}, {w['ci_high']:+.1f}] (Welch p {w['p_value']:.2g})"
+    lines = [
+        "## Amendment 10: the lightning indexer's threshold (issue #60)",
+        "",
+        f"`{INDEXER}` keeps 16 compressed entries per query (step 4: sparse past 64 tokens; its indexer trained "
+        f"by its KL to the main attention) and `{CONTROL}` keeps every entry; seeds 0-2 of each, swept with "
+        f"`--design crossed` at `--context-tokens {below}` (below the threshold) and `{above}` (above). "
+        + REAL_THRESHOLDS,
+        "",
+        f"### 10a: the period at both lengths ({PERIOD_RULE}): **{period['verdict']}**",
+        "",
+    ]
+    for variant, outcomes in period["per_length"].items():
+        said = ", ".join(f"s{s} {'yes' if o else 'withheld' if o is None else 'no'}" for s, o in outcomes.items())
+        lines.append(f"* {variant}: {said or 'no counted seed'}")
+    lines += [
+        "",
+        f"### 10b: the gap across the threshold: **{gap['reading']}**",
+        "",
+        f"gap above minus below, the indexer's minus the control's: {_pp(w['diff'])} pp{interval}"
+        + ("" if gap["largest_pp"] is None else f"; a change up to {gap['largest_pp']:.1f} pp cannot be excluded"),
+        "",
+        "| recipe | seed | gap below pp [95%] | gap above pp [95%] | above − below pp | accuracy below → above % |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *_table_rows(a10["seeds"]),
+        "",
+        "### 10c: the factor at each length",
+        "",
+    ]
+    for variant in THRESHOLD_VARIANTS:
+        lines.append(f"* `{INDEXER}` {variant}: {_factor_reading(a10['factor'][variant])}")
+        lines.append(f"* `{CONTROL}` {variant}: {_factor_reading(a10['control_factor'][variant])}")
+    return [*lines, ""]
+
+
+def seed_table(rows: list[dict]) -> list[dict]:
+    """Per recipe and seed read at both lengths: the gap with its interval and the accuracy at each."""
+    out = []
+    for recipe in (INDEXER, CONTROL):
+        below = {r["seed"]: r for r in _swept(rows, recipe, BELOW)}
+        above = {r["seed"]: r for r in _swept(rows, recipe, ABOVE)}
+        for seed in sorted(below.keys() & above.keys()):
+            out.append({"recipe": recipe, "seed": seed} | {
+                f"{side}_{k}": row.get(k) for side, row in (("below", below[seed]), ("above", above[seed]))
+                for k in ("gap_pp", "gap_ci_pp", "mean_accuracy")
+            })  # fmt: skip
+    return out
+
+
+def _table_rows(table: list[dict]) -> list[str]:
+    out = []
+    for t in table:
+        b, a = t["below_gap_pp"], t["above_gap_pp"]
+        change = None if None in (a, b) else a - b
+        out.append(
+            f"| `{t['recipe']}` | {t['seed']} | {_gap(b, t['below_gap_ci_pp'])} | {_gap(a, t['above_gap_ci_pp'])} | "
+            f"{_pp(change)} | {100 * t['below_mean_accuracy']:.1f} → {100 * t['above_mean_accuracy']:.1f} |"
+        )
+    return out
+
+
+def _gap(gap: float | None, ci) -> str:
+    if gap is None:
+        return "withheld"
+    return f"{gap:.1f}" + ("" if ci is None else f" [{ci[0]:.1f}, {ci[1]:.1f}]")
