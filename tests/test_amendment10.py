@@ -41,6 +41,7 @@ def test_a_gap_that_grows_only_past_the_threshold_reads_widens():
     assert "### 10b: the gap across the threshold: **widens**" in text
     assert f"| `{INDEXER}` | 0 | 10.0 [7.0, 13.0] | 19.0 [16.0, 22.0] | +9.0 | 60.0 → 60.0 |" in text
     assert "2,048 tokens" in text and "16,384 positions" in text
+    assert "The sparse indexer widens the gap here" in text and "--context-tokens 1536,3072" in text
 
 
 def test_a_change_the_control_shares_is_no_change_and_says_how_large_one_could_be():

@@ -18,7 +18,8 @@ def train(
         "--set",
         metavar="KEY=VALUE",
         help="Override a recipe field: key=value; keys: steps, lr, seed, warm_start_steps, init_from (a model "
-        "directory or a recipe whose shipped checkpoint starts the run), random_align, model.X, scheme.X, task.X.",
+        "directory or a recipe whose shipped checkpoint starts the run), random_align, model.X, scheme.X, task.X; "
+        "transformers DeepSeek-V4 recipes: index_topk, indexer_loss, indexer_dense_steps (docs/training.md).",
     ),
     out: str = typer.Option(None, metavar="DIR", help="Run directory (default: runs/RECIPE-seedN)."),
     resume: bool = typer.Option(

@@ -146,7 +146,25 @@ def amendment10_lines(a10: dict | None) -> list[str]:
     for variant in THRESHOLD_VARIANTS:
         lines.append(f"* `{INDEXER}` {variant}: {_factor_reading(a10['factor'][variant])}")
         lines.append(f"* `{CONTROL}` {variant}: {_factor_reading(a10['control_factor'][variant])}")
-    return [*lines, ""]
+    return [*lines, "", "### What a sweep of a real V4 must cover", "", coverage(gap), ""]
+
+
+def coverage(gap: dict) -> str:
+    """The consequence amendment 10 wrote down before its runs, for the reading 10b gave."""
+    both = (
+        "sweep both sides of the threshold, read band by band: `--context-tokens 1536,3072` for V4 "
+        "(2,048 tokens), and past 16,384 positions for V4.1 (`--context-tokens 12288,24576`)"
+    )
+    if gap["reading"] in ("widens", "narrows"):
+        return f"The sparse indexer {gap['reading']} the gap here, so a sweep under the threshold misses it: {both}."
+    if gap["reading"] == "no change shown":
+        return (
+            f"No change of the gap across the threshold was shown here (up to {gap['largest_pp']:.1f} pp cannot be "
+            f"excluded), so a sweep under the threshold still measures the dense regime only: {both}."
+        )
+    return (
+        f"Too few counted seeds to read the change; a sweep under the threshold measures the dense regime only: {both}."
+    )
 
 
 def seed_table(rows: list[dict]) -> list[dict]:

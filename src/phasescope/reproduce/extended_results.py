@@ -330,9 +330,9 @@ def amendment7_lines(a7: dict | None) -> list[str]:
     lines = [
         "## Amendment 7: which phase the effects follow, read by factor (issue #47)",
         "",
-        "Every seed with held-out accuracy at or above the floor, shipped and held out (12, 13: trained by the same "
-        "recipes for this amendment), swept with `--design crossed` (offsets 0..23; 0..63 at step 8); each factor's "
-        "test Holm-adjusted with the verdict's others at alpha = 0.05.",
+        "Every seed with held-out accuracy at or above the floor, shipped and held out (12 on: 12 and 13 trained by "
+        "the same recipes for this amendment, 14 and 15 for issue #60's audit), swept with `--design crossed` "
+        "(offsets 0..23; 0..63 at step 8); each factor's test Holm-adjusted with the verdict's others at alpha = 0.05.",
         "",
         "### 7a: the factor each effect follows",
         "",
