@@ -170,4 +170,6 @@ def test_the_indexer_settings_need_a_model_with_an_indexer():
         apply_overrides(get_recipe("tiny-s4"), ["index_topk=16"])
     with pytest.raises(InputError, match="indexer_loss"):
         apply_overrides(get_recipe(RECIPE), ["indexer_loss=-1"])
+    with pytest.raises(InputError, match="warm_start_steps > 0"):  # the warm start would swap the hooked model
+        apply_overrides(get_recipe(RECIPE), ["warm_start_steps=10"])
     assert get_recipe("hf-deepseek-v4-tiny").index_topk == 0  # the earlier recipes keep every entry

@@ -268,6 +268,7 @@ def test_mitigation_table_compares_each_mitigation_with_its_own_baseline():
     assert "| 3 of 3 (3 above 95%) |" in table["(b)"]  # a mitigation at the ceiling still counts
     assert "| 74.7 [" in table["(b)"] and ", 100.0] |" in table["(b)"]  # the t interval clipped at 100%
     assert "-9.5 [" in table["(e) phase ensemble (test time)"]
+    assert "(paired t over 3 shared seeds, p" in table["(e) phase ensemble (test time)"]  # the same models
 
 
 def test_welch_difference_matches_the_textbook_formula():
@@ -483,7 +484,8 @@ def test_every_seed_trained_is_counted_beside_the_rules_seeds():
     assert verdicts["period"]["verdict"] == "reproduced" and every["period"]["verdict"] == "inconclusive"
     text = "\n".join(verdict_section(verdicts, every))
     assert "* `tiny-s4`: reproduced — period = step, or a multiple" in text
-    assert "  * every seed trained (6, 12 on included): inconclusive — period = step" in text and "on 4 of 5" in text
+    assert "  * every seed trained (6 swept, 12 on included): inconclusive — period = step" in text
+    assert "on 4 of 5" in text
     assert "gap 8.7 ± 3.1, range 4.0–12.5 (seeds: 8.0, 9.0, 10.0, 4.0, 12.5) pp" in text
     table = "\n".join(seed_table(rules + later))
     assert "| `tiny-s4` | 6 (5) | 8.7 ± 3.1 | 4.0–12.5 |" in table
@@ -493,4 +495,8 @@ def test_every_seed_trained_is_counted_beside_the_rules_seeds():
     for row in rules + later + mitigation:
         row["forward_passes"] = 1
     line = mitigation_table(rules + later + mitigation, matrix)[-1]
-    assert "(3 vs 5 seeds, p" in line  # the baseline's five learned seeds, 12 and 14 included
+    assert "(Welch, 3 vs 5 seeds, p" in line  # the baseline's five learned seeds, 12 and 14 included
+    missing = {"recipe": "tiny-s4", "seed": 15, "variant": "plain", "learned": False, "missing": True}
+    every = judge(rules + later + [missing], matrix)
+    assert "(6 swept, 12 on included, 1 without a checkpoint)" in "\n".join(verdict_section(verdicts, every))
+    assert "every seed trained" not in "\n".join(verdict_section(verdicts, judge(rules + [missing], matrix)))

@@ -133,7 +133,8 @@ def amendment10_lines(a10: dict | None) -> list[str]:
         "",
         f"### 10b: the gap across the threshold: **{gap['reading']}**",
         "",
-        f"gap above minus below, the indexer's minus the control's: {_pp(w['diff'])} pp{interval}"
+        f"gap above minus below, the indexer's minus the control's: {_pp(w['diff'])} pp{interval}, over "
+        f"{len(gap['indexer_pp'])} and {len(gap['control_pp'])} counted seeds with a gap at both lengths"
         + ("" if gap["largest_pp"] is None else f"; a change up to {gap['largest_pp']:.1f} pp cannot be excluded"),
         "",
         "| recipe | seed | gap below pp [95%] | gap above pp [95%] | above − below pp | accuracy below → above % |",

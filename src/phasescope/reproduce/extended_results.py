@@ -309,8 +309,8 @@ def _bounds_words(others: dict) -> str:
     if not parts:
         return ""
     return (
-        "; " + " and ".join(parts) + " (the largest upper end of the 95% interval over the seeds; "
-        "'below' when on every seed it lies under the named factor's own lower end)"
+        "; " + " and ".join(parts) + " (the largest over the seeds of each seed's own 95% upper end, a per-seed "
+        "bound, not a joint one; 'below' when on every seed it lies under the named factor's own lower end)"
     )
 
 

@@ -92,6 +92,7 @@ def entry_verdict(rows: list[dict], claim: str) -> dict:
     untestable = len(outcomes) - len(hits)
     numbers = {
         "seeds": len(rows),
+        "swept_seeds": sum(not r.get("missing") for r in rows),
         "learned_seeds": len(learned),
         "passing_seeds": sum(hits),
         "untestable_seeds": untestable,

@@ -48,7 +48,7 @@ class TrainConfig:
     # compressed entries per query (0: every entry, as the earlier recipes), so past index_topk x step
     # tokens attention is sparse. ``indexer_loss`` weighs its own objective (a KL to the main
     # attention, train/indexer.py; 0: none, and the indexer learns nothing), dense (every entry kept)
-    # for the first ``indexer_dense_steps`` steps, as DeepSeek warms its indexer up.
+    # for the first ``indexer_dense_steps`` steps, so it learns from attention over every entry first.
     index_topk: int = 0
     indexer_loss: float = 0.0
     indexer_dense_steps: int = 0
@@ -119,6 +119,12 @@ class TrainConfig:
             "indexer_loss",
             self.indexer_loss,
             "a number in [0, 100]",
+        )
+        need(
+            not (self.indexer_loss and self.warm_start_steps),
+            "indexer_loss",
+            self.indexer_loss,
+            "0 with warm_start_steps > 0 (the warm start swaps the model the indexer's loss is attached to)",
         )
         if self.arch == "phasescope":
             for name in ("index_topk", "indexer_loss", "indexer_dense_steps"):
