@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from phasescope.reproduce.amendment10 import CONTROL, INDEXER, amendment10_lines, judge_amendment10
+from phasescope.reproduce.amendment10 import CONTROL, INDEXER, judge_amendment10
+from phasescope.reproduce.extended_results import amendment10_lines
 from phasescope.reproduce.matrix import DEMO, MATRIX, THRESHOLD_VARIANTS
 from phasescope.reproduce.run import sweep_one, variants_of
 

@@ -265,3 +265,28 @@ def test_a_trend_checked_next_to_the_longest_residues_serves_the_factor_tests():
     needle = next(t for t in m["factors"]["tests"] if t["name"] == "needle")
     assert needle["p_value"] is not None and needle["period"] == 8
     assert "factor:needle" in m["verdict"]["claims"]
+
+
+def test_class_effects_beyond_100_pp_are_withheld_and_the_reading_says_so():
+    """A factor whose classes are collinear with the drift gave class effects of +-900 pp (tiny-s8's
+    needle mod 16 over 64 offsets, issue #60's reproduction): no accuracy difference is that large,
+    so the effects are withheld with a note and the reading names the factor as not tested instead
+    of saying that no factor shows an effect."""
+    from phasescope.analysis.factors import _unidentified, reading
+
+    def test(name, effects, p):
+        rows = [{"phase": i, "effect_pp": e, "effect_ci_pp": [e - 1, e + 1]} for i, e in enumerate(effects)]
+        return {"name": name, "members": [name], "kind": "within", "phases": rows, "period": len(effects),
+                "range_pp": max(effects) - min(effects), "worst_phase": 0, "best_phase": 1, "p_value": p,
+                "note": None}  # fmt: skip
+
+    wild = test("needle", [630.6, -912.9, 12.9, 269.4], 0.001)
+    assert _unidentified(wild) and wild["range_pp"] is None and "cannot be told from the drift" in wild["note"]
+    assert all(row["effect_pp"] is None for row in wild["phases"])
+    assert not _unidentified(test("needle", [-40.0, 60.0, 0.0, -20.0], 0.001))  # large but possible: kept
+
+    wild["p_value"] = None
+    factors = {"tests": [wild, test("end", [0.4, -0.4], 0.43)], "groups": [], "held": {}, "align": 0}
+    text = reading(factors, {"factor:end": 0.43}, step=8, alpha=0.05)
+    assert text.startswith("no tested factor's phase shows an effect: the prompt end's phase")
+    assert "not tested: the needle's phase" in text

@@ -260,6 +260,9 @@ def _within(r, positions, periods, groups, degree, rng, n_boot, informative, tre
         t["phases"] = _class_rows(r, positions[g[0]], period)
         means = _class_means(levels, period)
         _effects(t, means @ _level_rows(len(levels)), model.beta[sl], cov[sl, sl], r.n_contents)
+        if _unidentified(t):
+            out.append(t)
+            continue
         if draws:
             t["p_value"] = _min_p_value(model.beta[sl], cov[sl, sl], draws, sl, [bases[p] for p in tried])
             t["range_ci_pp"] = _range_interval(means @ _level_rows(len(levels)), model.beta[sl], cov[sl, sl], draws, sl)
@@ -267,6 +270,22 @@ def _within(r, positions, periods, groups, degree, rng, n_boot, informative, tre
             t["note"] = f"no p-value under {MIN_CONTENTS} contents whose answers vary ({informative})"
         out.append(t)
     return out
+
+
+def _unidentified(t: dict) -> bool:
+    """A class effect beyond +-100 pp cannot be a difference of accuracies: the factor's classes and
+    the drift are (near) collinear at these offsets (seen: a mod-16 needle pattern against the trend
+    over 64 offsets, effects of +-900 pp). Its effects are then withheld, never reported."""
+    if max(abs(row["effect_pp"]) for row in t["phases"]) <= 100.0:
+        return False
+    for row in t["phases"]:
+        row["effect_pp"], row["effect_ci_pp"] = None, None
+    t["range_pp"] = t["worst_phase"] = t["best_phase"] = None
+    t["note"] = (
+        f"not tested: its classes mod {t['period']} cannot be told from the drift over these offsets "
+        "(collinear: class effects beyond 100 pp); sweep more offsets"
+    )
+    return True
 
 
 def _test(name: str, members: list[str], kind: str, rows: list[dict]) -> dict:
@@ -505,11 +524,15 @@ def reading(factors: dict, adjusted: dict[str, float], step: int, alpha: float) 
         if others:
             text += ", not " + " or ".join(f"{group_words(t['members'])} ({p_text(t['p_value'])})" for t in others)
     elif others:
-        text = "no factor's phase shows an effect: " + ", ".join(
+        which = "no tested factor's phase" if len(others) < len(factors["tests"]) else "no factor's phase"
+        text = f"{which} shows an effect: " + ", ".join(
             f"{group_words(t['members'])} {p_text(t['p_value'])}" for t in others
         )
     else:
         text = "the factors were not tested"
+    untested = [t for t in factors["tests"] if t not in claimed and t["p_value"] is None]
+    if untested and (parts or others):  # never "no factor shows an effect" over one that was not tested
+        text += "; not tested: " + ", ".join(group_words(t["members"]) for t in untested)
     return text + design_words(factors, claimed)
 
 

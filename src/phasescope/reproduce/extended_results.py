@@ -4,6 +4,9 @@ with the numbers that decide them."""
 from __future__ import annotations
 
 from phasescope.phases import FACTORS
+from phasescope.reproduce.amendment10 import CONTROL, INDEXER, REAL_THRESHOLDS
+from phasescope.reproduce.matrix import THRESHOLD_CONTEXTS, THRESHOLD_VARIANTS
+from phasescope.reproduce.verdicts import PERIOD_RULE
 
 
 def _f(value, spec: str = ".1f") -> str:
@@ -188,8 +191,6 @@ def intervention_lines(iv: dict) -> list[str]:
 
 
 def extended_section(ext: dict) -> list[str]:
-    from phasescope.reproduce.amendment10 import amendment10_lines
-
     lines = [
         "## The rest of the study (issue #23)",
         "",
@@ -358,3 +359,89 @@ def amendment7_lines(a7: dict | None) -> list[str]:
         "",
     ]
     return lines
+
+
+# ---- amendment 10 (issue #60): the lightning indexer's threshold ----
+
+
+def _signed(value) -> str:
+    return "n/a" if value is None else f"{value:+.1f}"
+
+
+def amendment10_lines(a10: dict | None) -> list[str]:
+    if not a10:
+        return []
+    below, above = THRESHOLD_CONTEXTS
+    gap, period = a10["gap"], a10["period"]
+    w = gap["welch"]
+    interval = "" if w["ci_low"] is None else f" [{w['ci_low']:+.1f}, {w['ci_high']:+.1f}] (Welch p {w['p_value']:.2g})"
+    lines = [
+        "## Amendment 10: the lightning indexer's threshold (issue #60)",
+        "",
+        f"`{INDEXER}` keeps 16 compressed entries per query (step 4: sparse past 64 tokens; its indexer trained "
+        f"by its KL to the main attention) and `{CONTROL}` keeps every entry; seeds 0-2 of each, swept with "
+        f"`--design crossed` at `--context-tokens {below}` (below the threshold) and `{above}` (above). "
+        + REAL_THRESHOLDS,
+        "",
+        f"### 10a: the period at both lengths ({PERIOD_RULE}): **{period['verdict']}**",
+        "",
+    ]
+    for variant, outcomes in period["per_length"].items():
+        said = ", ".join(f"s{s} {'yes' if o else 'withheld' if o is None else 'no'}" for s, o in outcomes.items())
+        lines.append(f"* {variant}: {said or 'no counted seed'}")
+    lines += [
+        "",
+        f"### 10b: the gap across the threshold: **{gap['reading']}**",
+        "",
+        f"gap above minus below, the indexer's minus the control's: {_signed(w['diff'])} pp{interval}, over "
+        f"{len(gap['indexer_pp'])} and {len(gap['control_pp'])} counted seeds with a gap at both lengths"
+        + ("" if gap["largest_pp"] is None else f"; a change up to {gap['largest_pp']:.1f} pp cannot be excluded"),
+        "",
+        "| recipe | seed | gap below pp [95%] | gap above pp [95%] | above − below pp | accuracy below → above % |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *_table_rows(a10["seeds"]),
+        "",
+        "### 10c: the factor at each length",
+        "",
+    ]
+    for variant in THRESHOLD_VARIANTS:
+        lines.append(f"* `{INDEXER}` {variant}: {_factor_reading(a10['factor'][variant])}")
+        lines.append(f"* `{CONTROL}` {variant}: {_factor_reading(a10['control_factor'][variant])}")
+    return [*lines, "", "### What a sweep of a real V4 must cover", "", coverage(gap), ""]
+
+
+def coverage(gap: dict) -> str:
+    """The consequence amendment 10 wrote down before its runs, for the reading 10b gave."""
+    both = (
+        "sweep both sides of the threshold, read band by band: `--context-tokens 1536,3072` for V4 "
+        "(2,048 tokens), and past 16,384 positions for V4.1 (`--context-tokens 12288,24576`)"
+    )
+    if gap["reading"] in ("widens", "narrows"):
+        return f"The sparse indexer {gap['reading']} the gap here, so a sweep under the threshold misses it: {both}."
+    if gap["reading"] == "no change shown":
+        return (
+            f"No change of the gap across the threshold was shown here (up to {gap['largest_pp']:.1f} pp cannot be "
+            f"excluded), so a sweep under the threshold still measures the dense regime only: {both}."
+        )
+    return (
+        f"Too few counted seeds to read the change; a sweep under the threshold measures the dense regime only: {both}."
+    )
+
+
+def _table_rows(table: list[dict]) -> list[str]:
+    out = []
+    for t in table:
+        b, a = t["below_gap_pp"], t["above_gap_pp"]
+        change = None if None in (a, b) else a - b
+        below, above = _gap_with_interval(b, t["below_gap_ci_pp"]), _gap_with_interval(a, t["above_gap_ci_pp"])
+        out.append(
+            f"| `{t['recipe']}` | {t['seed']} | {below} | {above} | {_signed(change)} | "
+            f"{100 * t['below_mean_accuracy']:.1f} → {100 * t['above_mean_accuracy']:.1f} |"
+        )
+    return out
+
+
+def _gap_with_interval(gap: float | None, ci) -> str:
+    if gap is None:
+        return "withheld"
+    return f"{gap:.1f}" + ("" if ci is None else f" [{ci[0]:.1f}, {ci[1]:.1f}]")
