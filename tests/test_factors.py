@@ -269,7 +269,8 @@ def test_a_trend_checked_next_to_the_longest_residues_serves_the_factor_tests():
 
 def test_class_effects_beyond_100_pp_are_withheld_and_the_reading_says_so():
     """A factor whose classes are collinear with the drift gave class effects of +-900 pp (tiny-s8's
-    needle mod 16 over 64 offsets, issue #60's reproduction): no accuracy difference is that large,
+    needle mod 16 over 64 offsets, issue #60's reproduction) and ranges of 106-138 pp (tiny-v4.1's
+    needle): no two accuracies are more than 100 pp apart,
     so the effects are withheld with a note and the reading names the factor as not tested instead
     of saying that no factor shows an effect."""
     from phasescope.analysis.factors import _unidentified, reading
@@ -284,6 +285,7 @@ def test_class_effects_beyond_100_pp_are_withheld_and_the_reading_says_so():
     assert _unidentified(wild) and wild["range_pp"] is None and "cannot be told from the drift" in wild["note"]
     assert all(row["effect_pp"] is None for row in wild["phases"])
     assert not _unidentified(test("needle", [-40.0, 60.0, 0.0, -20.0], 0.001))  # large but possible: kept
+    assert _unidentified(test("needle", [-69.2, 69.2, 0.0, 0.0], 0.001))  # a 138 pp range: seen at step 2
 
     wild["p_value"] = None
     factors = {"tests": [wild, test("end", [0.4, -0.4], 0.43)], "groups": [], "held": {}, "align": 0}

@@ -273,17 +273,19 @@ def _within(r, positions, periods, groups, degree, rng, n_boot, informative, tre
 
 
 def _unidentified(t: dict) -> bool:
-    """A class effect beyond +-100 pp cannot be a difference of accuracies: the factor's classes and
-    the drift are (near) collinear at these offsets (seen: a mod-16 needle pattern against the trend
-    over 64 offsets, effects of +-900 pp). Its effects are then withheld, never reported."""
-    if max(abs(row["effect_pp"]) for row in t["phases"]) <= 100.0:
+    """Two classes more than 100 pp apart cannot be a difference of accuracies: the factor's classes
+    and the drift are (near) collinear at these offsets (seen: a mod-16 needle pattern against the
+    trend over 64 offsets, effects of +-900 pp; mod-4 needle ranges of 106-138 pp at step 2). Its
+    effects are then withheld, never reported."""
+    effects = [row["effect_pp"] for row in t["phases"]]
+    if max(effects) - min(effects) <= 100.0:
         return False
     for row in t["phases"]:
         row["effect_pp"], row["effect_ci_pp"] = None, None
     t["range_pp"] = t["worst_phase"] = t["best_phase"] = None
     t["note"] = (
         f"not tested: its classes mod {t['period']} cannot be told from the drift over these offsets "
-        "(collinear: class effects beyond 100 pp); sweep more offsets"
+        "(collinear: classes more than 100 pp apart); sweep more offsets"
     )
     return True
 
