@@ -141,3 +141,13 @@ def test_the_depth_table_counts_a_multiple_whose_step_part_is_significant():
     assert all(row["at_step"] == [0, 13] for row in depth_table(rows, "tiny-v4.1"))
     weak = [r | {"step_component_p": 0.3} if r["seed"] == 13 else r for r in rows]
     assert all(row["at_step"] == [0] for row in depth_table(weak, "tiny-v4.1"))
+
+
+def test_a_seed_whose_factor_tests_were_all_withheld_is_not_tested_not_none():
+    """Issue #60's reproduction: tiny-s8's crossed sweeps had every factor test withheld (no trend the
+    rule accepts); 'no factor's phase shows an effect' would have said more than was tested."""
+    withheld = {f: {"adjusted_p": None, "p": None, "range_pp": None, "range_ci_pp": None} for f in ("needle", "end")}
+    assert factor_name(withheld) == "not tested"
+    rows = [crossed("tiny-s8", s) | {"factors": withheld} for s in (0, 1, 2)]
+    text = "\n".join(amendment7_lines(judge_amendment7(rows)))
+    assert "the factors were not tested on any of the 3 seeds" in text and "no factor's phase" not in text

@@ -36,8 +36,8 @@ def counted(row: dict) -> bool:
 
 def factor_name(factors: dict | None) -> str:
     """7a's name for one seed from its factor tests' Holm-adjusted p-values."""
-    if not factors:
-        return "not tested"
+    if not factors or all(t.get("adjusted_p") is None for t in factors.values()):
+        return "not tested"  # the analysis withheld every factor's test: not "none"
     claimed = [name for name, t in factors.items() if t.get("adjusted_p") is not None and t["adjusted_p"] < ALPHA]
     if not claimed:
         return "none"

@@ -289,6 +289,8 @@ def _factor_reading(f: dict) -> str:
         head += f"{_f(f['mean_size_pp'])} pp)"
     elif f["reading"] == "none":
         head = f"no factor's phase shows an effect on any of the {len(seeds)} seeds"
+    elif f["reading"] == "not tested":
+        head = f"the factors were not tested on any of the {len(seeds)} seeds (the analysis withheld them)"
     else:
         head = f"**{f['reading']}** over the {len(seeds)} seeds"
     bounds = _bounds_words(f.get("others") or {})
