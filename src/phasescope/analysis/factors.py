@@ -278,7 +278,7 @@ def _unidentified(t: dict) -> bool:
     trend over 64 offsets, effects of +-900 pp; mod-4 needle ranges of 106-138 pp at step 2). Its
     effects are then withheld, never reported."""
     effects = [row["effect_pp"] for row in t["phases"]]
-    if max(effects) - min(effects) <= 100.0:
+    if max(effects) - min(effects) <= 100.0 + 1e-6:  # exactly 100: one class always right, one never
         return False
     for row in t["phases"]:
         row["effect_pp"], row["effect_ci_pp"] = None, None
