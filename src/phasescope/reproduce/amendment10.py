@@ -56,16 +56,19 @@ def period_reading(rows: list[dict]) -> dict:
     return {"verdict": verdict, "per_length": per_length}
 
 
-def _changes(rows: list[dict], recipe: str) -> dict[int, float]:
-    """seed -> gap above minus gap below (pp), for the seeds counted and read at both lengths."""
-    below = {r["seed"]: r.get("gap_pp") for r in _swept(rows, recipe, BELOW)}
-    above = {r["seed"]: r.get("gap_pp") for r in _swept(rows, recipe, ABOVE)}
-    return {s: above[s] - below[s] for s in sorted(below.keys() & above.keys()) if None not in (below[s], above[s])}
+def _changes(table: list[dict], recipe: str) -> dict[int, float]:
+    """seed -> gap above minus gap below (pp), for the seeds of ``seed_table`` with a gap at both lengths."""
+    return {
+        t["seed"]: t["above_gap_pp"] - t["below_gap_pp"]
+        for t in table
+        if t["recipe"] == recipe and None not in (t["above_gap_pp"], t["below_gap_pp"])
+    }
 
 
 def gap_reading(rows: list[dict]) -> dict:
     """10b: the change of the gap across the threshold, the indexer recipe's against the control's."""
-    mine, control = _changes(rows, INDEXER), _changes(rows, CONTROL)
+    table = seed_table(rows)
+    mine, control = _changes(table, INDEXER), _changes(table, CONTROL)
     d = welch_difference(list(mine.values()), list(control.values()))
     if min(len(mine), len(control)) < MIN_SEEDS or d["ci_low"] is None:
         reading = "inconclusive"
